@@ -1,0 +1,17 @@
+# install(): the static library, the public headers and a CMake package so that
+# another project can find_package(dtr) and link dtr::dtr.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS dtr dtr_config EXPORT dtrTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+foreach(dir dtensor kernels)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtr
+    FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(EXPORT dtrTargets NAMESPACE dtr:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dtr)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dtrConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/dtrConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dtr)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/dtrConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/dtrConfig.cmake ${PROJECT_BINARY_DIR}/dtrConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dtr)

@@ -1,0 +1,51 @@
+#include "dtensor/storage.h"
+
+#include "dtensor/allocator.h"
+#include "dtensor/error.h"
+
+namespace dtr {
+
+struct Storage::Impl {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  MemoryTag tag = MemoryTag::other;
+  Allocator* allocator = nullptr;  // null for meta
+
+  ~Impl() {
+    if (allocator) allocator->deallocate(data, nbytes, tag);
+  }
+};
+
+Storage Storage::allocate(size_t nbytes, Device device, MemoryTag tag) {
+  Storage s;
+  s.impl_ = std::make_shared<Impl>();
+  s.impl_->nbytes = nbytes;
+  s.impl_->device = device;
+  s.impl_->tag = tag;
+  if (!device.is_meta()) {
+    Allocator& a = get_allocator(device);
+    s.impl_->data = a.allocate(nbytes, tag);
+    s.impl_->allocator = &a;
+  }
+  return s;
+}
+
+void* Storage::data() const {
+  DTR_INTERNAL_ASSERT(impl_ != nullptr);
+  return impl_->data;
+}
+
+size_t Storage::nbytes() const { return impl_ ? impl_->nbytes : 0; }
+
+Device Storage::device() const { return impl_ ? impl_->device : Device::cpu(); }
+
+MemoryTag Storage::tag() const { return impl_ ? impl_->tag : MemoryTag::other; }
+
+void Storage::set_tag(MemoryTag tag) {
+  DTR_INTERNAL_ASSERT(impl_ != nullptr);
+  if (impl_->allocator && impl_->data) impl_->allocator->retag(impl_->nbytes, impl_->tag, tag);
+  impl_->tag = tag;
+}
+
+}  // namespace dtr

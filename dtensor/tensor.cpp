@@ -1,0 +1,396 @@
+#include "dtensor/tensor.h"
+
+#include "dtensor/factory.h"
+#include "kernels/cpu/copy.h"
+
+#include <algorithm>
+#include <numeric>
+#include <ostream>
+
+namespace dtr {
+
+struct Tensor::Impl {
+  Storage storage;
+  Shape sizes;
+  Shape strides;
+  int64_t storage_offset = 0;
+  DType dtype = DType::f32;
+};
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t s = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+Tensor::Tensor(Storage storage, Shape sizes, Shape strides, int64_t storage_offset, DType dtype)
+    : impl_(std::make_shared<Impl>()) {
+  DTR_INTERNAL_ASSERT(sizes.size() == strides.size(), "sizes {} vs strides {}", shape_str(sizes),
+                      shape_str(strides));
+  for (int64_t s : sizes) DTR_CHECK(s >= 0, "tensor sizes must be non-negative, got {}", shape_str(sizes));
+  impl_->storage = std::move(storage);
+  impl_->sizes = std::move(sizes);
+  impl_->strides = std::move(strides);
+  impl_->storage_offset = storage_offset;
+  impl_->dtype = dtype;
+}
+
+const Tensor::Impl& Tensor::impl() const {
+  DTR_CHECK(impl_ != nullptr, "operation on an undefined tensor");
+  return *impl_;
+}
+
+const Shape& Tensor::sizes() const { return impl().sizes; }
+const Shape& Tensor::strides() const { return impl().strides; }
+int64_t Tensor::size(int64_t dim) const { return impl().sizes[wrap_dim(dim, "size")]; }
+int64_t Tensor::stride(int64_t dim) const { return impl().strides[wrap_dim(dim, "stride")]; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl().sizes.size()); }
+int64_t Tensor::numel() const { return numel_of(impl().sizes); }
+int64_t Tensor::storage_offset() const { return impl().storage_offset; }
+DType Tensor::dtype() const { return impl().dtype; }
+Device Tensor::device() const { return impl().storage.device(); }
+const Storage& Tensor::storage() const { return impl().storage; }
+
+bool Tensor::is_contiguous() const {
+  const Impl& m = impl();
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (m.sizes[d] == 1) continue;
+    if (m.sizes[d] == 0) return true;
+    if (m.strides[d] != expected) return false;
+    expected *= m.sizes[d];
+  }
+  return true;
+}
+
+int64_t Tensor::wrap_dim(int64_t d, const char* op) const {
+  int64_t n = dim();
+  DTR_CHECK(d >= -n && d < n, "{}: dim {} is out of range for a {}-d tensor of shape {}", op, d, n,
+            shape_str(sizes()));
+  return d < 0 ? d + n : d;
+}
+
+void* Tensor::raw_data() const {
+  const Impl& m = impl();
+  if (m.storage.device().is_meta() || m.storage.data() == nullptr) return nullptr;
+  return static_cast<char*>(m.storage.data()) + m.storage_offset * element_size(m.dtype);
+}
+
+// ---------------------------------------------------------------- views
+
+namespace {
+
+// Resolves one -1 in `shape` so that it holds `numel` elements.
+Shape infer_shape(Shape shape, int64_t numel, const Shape& from) {
+  int64_t infer_at = -1, known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      DTR_CHECK(infer_at < 0, "view: only one dim can be -1, got {}", shape_str(shape));
+      infer_at = static_cast<int64_t>(i);
+    } else {
+      DTR_CHECK(shape[i] >= 0, "view: invalid size {} in {}", shape[i], shape_str(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer_at >= 0) {
+    DTR_CHECK(known != 0 && numel % known == 0,
+              "view: shape {} is invalid for a tensor of shape {} ({} elements)", shape_str(shape),
+              shape_str(from), numel);
+    shape[infer_at] = numel / known;
+  }
+  DTR_CHECK(numel_of(shape) == numel, "view: shape {} is invalid for a tensor of shape {} ({} elements)",
+            shape_str(shape), shape_str(from), numel);
+  return shape;
+}
+
+// Strides that let `new_sizes` view memory laid out as (old_sizes, old_strides),
+// or nothing when that needs a copy (PyTorch's computeStride).
+std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strides,
+                                  const Shape& new_sizes) {
+  if (old_sizes.empty()) return Shape(new_sizes.size(), 1);
+  int64_t numel = numel_of(old_sizes);
+  if (numel == 0) return contiguous_strides(new_sizes);
+  Shape new_strides(new_sizes.size(), 1);
+  int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(old_sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
+    tensor_numel *= old_sizes[tensor_d];
+    if (tensor_d == 0 || (old_sizes[tensor_d - 1] != 1 &&
+                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
+        new_strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_sizes[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = old_strides[tensor_d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return new_strides;
+}
+
+}  // namespace
+
+Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t storage_offset) const {
+  return Tensor(storage(), std::move(sizes), std::move(strides), storage_offset, dtype());
+}
+
+Tensor Tensor::view(Shape shape) const {
+  shape = infer_shape(std::move(shape), numel(), sizes());
+  auto strides_opt = view_strides(sizes(), strides(), shape);
+  DTR_CHECK(strides_opt.has_value(),
+            "view: a tensor of shape {} and strides {} cannot be viewed as {} without a copy; "
+            "use reshape()",
+            shape_str(sizes()), shape_str(strides()), shape_str(shape));
+  return as_strided(std::move(shape), std::move(*strides_opt), storage_offset());
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  shape = infer_shape(std::move(shape), numel(), sizes());
+  if (auto strides_opt = view_strides(sizes(), strides(), shape)) {
+    return as_strided(std::move(shape), std::move(*strides_opt), storage_offset());
+  }
+  return contiguous().view(std::move(shape));
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  start_dim = wrap_dim(start_dim, "flatten");
+  end_dim = wrap_dim(end_dim, "flatten");
+  DTR_CHECK(start_dim <= end_dim, "flatten: start_dim {} is after end_dim {}", start_dim, end_dim);
+  Shape shape(sizes().begin(), sizes().begin() + start_dim);
+  int64_t merged = 1;
+  for (int64_t d = start_dim; d <= end_dim; ++d) merged *= size(d);
+  shape.push_back(merged);
+  shape.insert(shape.end(), sizes().begin() + end_dim + 1, sizes().end());
+  return reshape(std::move(shape));
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  dim0 = wrap_dim(dim0, "transpose");
+  dim1 = wrap_dim(dim1, "transpose");
+  Shape s = sizes(), st = strides();
+  std::swap(s[dim0], s[dim1]);
+  std::swap(st[dim0], st[dim1]);
+  return as_strided(std::move(s), std::move(st), storage_offset());
+}
+
+Tensor Tensor::t() const {
+  DTR_CHECK(dim() == 2, "t: expected a 2-d tensor, got shape {}", shape_str(sizes()));
+  return transpose(0, 1);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  DTR_CHECK(static_cast<int64_t>(dims.size()) == dim(),
+            "permute: got {} dims [{}] for a {}-d tensor of shape {}", dims.size(),
+            fmt::join(dims, ", "), dim(), shape_str(sizes()));
+  Shape s(dims.size()), st(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], "permute");
+    DTR_CHECK(!seen[d], "permute: dim {} appears twice in [{}]", d, fmt::join(dims, ", "));
+    seen[d] = true;
+    s[i] = size(d);
+    st[i] = stride(d);
+  }
+  return as_strided(std::move(s), std::move(st), storage_offset());
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d, "narrow");
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  DTR_CHECK(start >= 0 && length >= 0 && start + length <= n,
+            "narrow: [{}, {}) is out of range for dim {} of size {} (shape {})", start,
+            start + length, d, n, shape_str(sizes()));
+  Shape s = sizes();
+  s[d] = length;
+  return as_strided(std::move(s), strides(), storage_offset() + start * stride(d));
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrap_dim(d, "slice");
+  DTR_CHECK(step > 0, "slice: step must be positive, got {}", step);
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape s = sizes(), st = strides();
+  s[d] = (end - start + step - 1) / step;
+  st[d] *= step;
+  return as_strided(std::move(s), std::move(st), storage_offset() + start * stride(d));
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, "select");
+  int64_t n = size(d);
+  DTR_CHECK(index >= -n && index < n, "select: index {} is out of range for dim {} of size {}",
+            index, d, n);
+  if (index < 0) index += n;
+  Shape s = sizes(), st = strides();
+  int64_t offset = storage_offset() + index * st[d];
+  s.erase(s.begin() + d);
+  st.erase(st.begin() + d);
+  return as_strided(std::move(s), std::move(st), offset);
+}
+
+Tensor Tensor::expand(Shape shape) const {
+  int64_t nd = static_cast<int64_t>(shape.size());
+  DTR_CHECK(nd >= dim(), "expand: target {} has fewer dims than the tensor's shape {}",
+            shape_str(shape), shape_str(sizes()));
+  Shape st(nd);
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    int64_t src = i - (nd - dim());
+    if (src < 0) {
+      DTR_CHECK(shape[i] >= 0, "expand: size -1 is not allowed for new leading dim {} in {}", i,
+                shape_str(shape));
+      st[i] = 0;
+      continue;
+    }
+    if (shape[i] == -1) shape[i] = size(src);
+    if (size(src) == shape[i]) {
+      st[i] = stride(src);
+    } else {
+      DTR_CHECK(size(src) == 1, "expand: shape {} cannot be expanded to {}: dim {} has size {}",
+                shape_str(sizes()), shape_str(shape), src, size(src));
+      st[i] = 0;
+    }
+  }
+  return as_strided(std::move(shape), std::move(st), storage_offset());
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  int64_t n = dim() + 1;
+  DTR_CHECK(d >= -n && d < n, "unsqueeze: dim {} is out of range for a {}-d tensor", d, dim());
+  if (d < 0) d += n;
+  Shape s = sizes(), st = strides();
+  int64_t new_stride = d < dim() ? st[d] * s[d] : 1;
+  s.insert(s.begin() + d, 1);
+  st.insert(st.begin() + d, new_stride);
+  return as_strided(std::move(s), std::move(st), storage_offset());
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d, "squeeze");
+  DTR_CHECK(size(d) == 1, "squeeze: dim {} has size {}, not 1 (shape {})", d, size(d),
+            shape_str(sizes()));
+  Shape s = sizes(), st = strides();
+  s.erase(s.begin() + d);
+  st.erase(st.begin() + d);
+  return as_strided(std::move(s), std::move(st), storage_offset());
+}
+
+// ---------------------------------------------------------------- copies
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(sizes(), {.dtype = dtype(), .device = device()});
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor out = empty(sizes(), {.dtype = dtype(), .device = target});
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(sizes(), {.dtype = target, .device = device()});
+  out.copy_(*this);
+  return out;
+}
+
+Tensor& Tensor::copy_(const Tensor& src_in) {
+  DTR_CHECK(src_in.defined(), "copy_: source tensor is undefined");
+  Tensor src = src_in.expand(sizes());
+  if (device().is_meta()) return *this;  // shape-only: nothing to copy
+  DTR_CHECK(!src.device().is_meta(), "copy_: cannot copy from a meta tensor (it has no data) into {}",
+            device());
+  DTR_CHECK(device().is_cpu() && src.device().is_cpu(),
+            "copy_: copies between {} and {} need the CUDA backend, which is not available in this "
+            "build",
+            src.device(), device());
+  if (numel() == 0) return *this;
+  // A source that shares memory with the destination is copied out first, so an
+  // overlapping copy never reads elements it has already written.
+  if (src.storage().is_same(storage())) src = src.clone();
+  dispatch_dtype(src.dtype(), [&](auto src_tag) {
+    using From = typename decltype(src_tag)::type;
+    dispatch_dtype(dtype(), [&](auto dst_tag) {
+      using To = typename decltype(dst_tag)::type;
+      kernels::cpu::copy<From, To>(static_cast<int>(dim()), sizes().data(), src.data<From>(),
+                                   src.strides().data(), data<To>(), strides().data());
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(Scalar value) {
+  if (device().is_meta() || numel() == 0) return *this;
+  DTR_CHECK(device().is_cpu(), "fill_: tensors on {} need the CUDA backend, not available in this build",
+            device());
+  dispatch_dtype(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::cpu::fill<T>(static_cast<int>(dim()), sizes().data(), data<T>(), strides().data(),
+                          value.to<T>());
+  });
+  return *this;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  DTR_CHECK(dtype() == dtype_of<T>, "to_vector<{}>() on a tensor of dtype {}", dtype_name(dtype_of<T>),
+            dtype());
+  DTR_CHECK(!device().is_meta(), "to_vector: a meta tensor has no data");
+  Tensor host = to(Device::cpu()).contiguous();
+  const T* p = host.data<T>();
+  return std::vector<T>(p, p + numel());
+}
+
+template <class T>
+T Tensor::item() const {
+  DTR_CHECK(numel() == 1, "item: expected a tensor with one element, got shape {}", shape_str(sizes()));
+  return to_vector<T>()[0];
+}
+
+double Tensor::item() const {
+  return dispatch_dtype(dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return convert<double>(item<T>());
+  });
+}
+
+#define DTR_INSTANTIATE_TENSOR_ACCESS(T)                \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_TENSOR_ACCESS)
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+}  // namespace dtr

@@ -1,0 +1,118 @@
+// Tensor: a cheap, shareable handle to a strided view of a Storage.
+//
+// Copying a Tensor copies the handle (both refer to the same data, like PyTorch).
+// Views (view, reshape when possible, transpose, permute, narrow, slice, select,
+// expand, squeeze/unsqueeze) share storage and never copy; contiguous(), clone(),
+// to() and reshape of a non-viewable layout copy. Sizes and strides are in
+// elements. Dims may be negative (counted from the end) wherever a dim is taken.
+//
+// Factories (empty, zeros, ones, full, arange, from_vector) live in factory.h;
+// math ops in the ops/ headers; printing in to_string().
+#pragma once
+
+#include "dtensor/device.h"
+#include "dtensor/dtype.h"
+#include "dtensor/memory_stats.h"
+#include "dtensor/scalar.h"
+#include "dtensor/storage.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtr {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel_of(const Shape& shape);
+Shape contiguous_strides(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[4, 8]"
+
+// What a factory allocates: dtype, device and the memory tag the bytes are
+// counted under (the thread's current tag when not given).
+struct TensorOptions {
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+  std::optional<MemoryTag> tag;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor
+  Tensor(Storage storage, Shape sizes, Shape strides, int64_t storage_offset, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  // True when both handles refer to the same tensor object (not merely the same data).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // --- metadata ---
+  const Shape& sizes() const;
+  const Shape& strides() const;
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const;
+  int64_t numel() const;
+  int64_t storage_offset() const;
+  DType dtype() const;
+  Device device() const;
+  const Storage& storage() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
+  bool is_contiguous() const;
+  // Wraps a possibly negative dim into [0, dim()); throws naming the op otherwise.
+  int64_t wrap_dim(int64_t dim, const char* op = "dim") const;
+
+  // Typed pointer to the first element (storage offset applied). The dtype must match T.
+  template <class T>
+  T* data() const {
+    DTR_CHECK(dtype() == dtype_of<T>, "data<{}>() on a tensor of dtype {}", dtype_name(dtype_of<T>),
+              dtype());
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;  // untyped pointer to the first element; null on meta
+
+  // --- views (no copy) ---
+  Tensor view(Shape shape) const;     // -1 infers one dim; strides must allow it
+  Tensor reshape(Shape shape) const;  // a view when possible, else a contiguous copy
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // transpose of a 2-D tensor
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // Python-style slice [start, end) with step > 0; start/end may be negative and are clamped.
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;  // removes dim
+  Tensor expand(Shape shape) const;                 // -1 keeps a size; new dims on the left
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;  // only a size-1 dim
+  Tensor as_strided(Shape sizes, Shape strides, int64_t storage_offset) const;
+
+  // --- copies and conversions ---
+  Tensor contiguous() const;  // itself when already contiguous
+  Tensor clone() const;
+  Tensor to(Device device) const;  // itself when already there
+  Tensor to(DType dtype) const;    // itself when already that dtype
+  Tensor& copy_(const Tensor& src);  // src broadcast to this shape, converted to this dtype
+  Tensor& fill_(Scalar value);
+  Tensor& zero_() { return fill_(0); }
+
+  // Elements in row-major order; T must be the tensor's dtype.
+  template <class T>
+  std::vector<T> to_vector() const;
+  // The single element of a one-element tensor.
+  template <class T>
+  T item() const;
+  double item() const;  // any dtype, as double
+
+  std::string to_string() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+  const Impl& impl() const;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace dtr

@@ -1,0 +1,22 @@
+// Strided copy with element-type conversion, fill, and arange on the CPU.
+// Sizes and strides are in elements; src and dst share one shape.
+#pragma once
+
+#include <cstdint>
+
+namespace dtr::kernels::cpu {
+
+// dst[i] = convert<To>(src[i]) for every index i of `sizes`.
+template <class From, class To>
+void copy(int ndim, const int64_t* sizes, const From* src, const int64_t* src_strides, To* dst,
+          const int64_t* dst_strides);
+
+// dst[i] = value for every index i of `sizes`.
+template <class T>
+void fill(int ndim, const int64_t* sizes, T* dst, const int64_t* dst_strides, T value);
+
+// out[i] = start + i * step, computed in double then converted, for a contiguous out of n elements.
+template <class T>
+void arange(T* out, int64_t n, double start, double step);
+
+}  // namespace dtr::kernels::cpu

@@ -1,0 +1,65 @@
+// The element types kernels compute on, and the type each one accumulates in.
+//
+// bf16 and f16 are Eigen's bfloat16 and half: 16-bit storage types whose
+// conversions from float round to nearest even and keep NaN and Inf, and which
+// are usable in host and CUDA code alike. Kernels never do arithmetic in a half
+// type: they load into acc_t<T> (float), compute, and round once on store.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace dtr {
+
+using bf16 = Eigen::bfloat16;
+using f16 = Eigen::half;
+
+template <class T>
+struct Accumulate {
+  using type = T;
+};
+template <>
+struct Accumulate<bf16> {
+  using type = float;
+};
+template <>
+struct Accumulate<f16> {
+  using type = float;
+};
+template <>
+struct Accumulate<uint8_t> {
+  using type = int64_t;
+};
+template <>
+struct Accumulate<int32_t> {
+  using type = int64_t;
+};
+template <class T>
+using acc_t = typename Accumulate<T>::type;
+
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+template <class T>
+inline constexpr bool is_floating_v = std::is_floating_point_v<T> || is_half_v<T>;
+
+// Converts between any two element types (through float for the half types).
+template <class To, class From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_half_v<From>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace dtr
+
+// X(T) for every element type: for explicit template instantiations in kernel files.
+#define DTR_FOR_EACH_SCALAR(X) X(float) X(double) X(::dtr::bf16) X(::dtr::f16) X(int32_t) X(int64_t) X(uint8_t)
+#define DTR_FOR_EACH_FLOATING(X) X(float) X(double) X(::dtr::bf16) X(::dtr::f16)
