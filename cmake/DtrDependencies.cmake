@@ -6,6 +6,7 @@ find_package(Threads REQUIRED)
 find_path(RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED)
 
 add_library(dtr_config INTERFACE)
+target_compile_features(dtr_config INTERFACE cxx_std_20)
 target_include_directories(dtr_config INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
   $<INSTALL_INTERFACE:include/dtr>)

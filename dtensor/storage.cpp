@@ -42,7 +42,7 @@ Device Storage::device() const { return impl_ ? impl_->device : Device::cpu(); }
 
 MemoryTag Storage::tag() const { return impl_ ? impl_->tag : MemoryTag::other; }
 
-void Storage::set_tag(MemoryTag tag) {
+void Storage::set_tag(MemoryTag tag) const {
   DTR_INTERNAL_ASSERT(impl_ != nullptr);
   if (impl_->allocator && impl_->data) impl_->allocator->retag(impl_->nbytes, impl_->tag, tag);
   impl_->tag = tag;

@@ -24,7 +24,7 @@ class Storage {
   MemoryTag tag() const;
   // Re-counts this storage's bytes under another tag (e.g. an activation buffer
   // that becomes a gradient).
-  void set_tag(MemoryTag tag);
+  void set_tag(MemoryTag tag) const;
   long use_count() const { return impl_.use_count(); }
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
 
