@@ -13,9 +13,17 @@ if(NOT DTR_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "80;90")
     endif()
     enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    # Eigen's headers (for bf16/f16) trigger nvcc's "annotation ignored on a defaulted
+    # function" warning (20012); it is about Eigen, not dtr.
+    string(APPEND CMAKE_CUDA_FLAGS " -diag-suppress=20012 --expt-relaxed-constexpr")
+    # CMake 3.25 does not know that nvcc 12+ takes -std=c++20; tell it.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-    find_package(CUDAToolkit REQUIRED)
     set(DTR_WITH_CUDA ON)
     message(STATUS "dtr: CUDA on (${CMAKE_CUDA_COMPILER}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(DTR_CUDA STREQUAL "ON")

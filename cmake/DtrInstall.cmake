@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS dtr dtr_config EXPORT dtrTargets
+install(TARGETS dtr dtr_config dtr_config_base EXPORT dtrTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(dir dtensor kernels)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtr

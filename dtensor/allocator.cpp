@@ -2,12 +2,16 @@
 
 #include "dtensor/error.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#endif
+
 #include <cstdlib>
 #include <new>
 
 namespace dtr {
 
-void* CpuAllocator::allocate(size_t nbytes, MemoryTag tag) {
+void* CpuAllocator::allocate(size_t nbytes, MemoryTag tag, int /*index*/) {
   if (nbytes == 0) return nullptr;
   // aligned_alloc wants a size that is a multiple of the alignment.
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -36,10 +40,12 @@ Allocator*& slot(DeviceType type) {
 
 Allocator& get_allocator(Device device) {
   DTR_CHECK(!device.is_meta(), "the meta device holds no memory and has no allocator");
+#ifdef DTR_WITH_CUDA
+  if (device.is_cuda()) cuda::init();
+#endif
   Allocator* a = slot(device.type);
   DTR_CHECK(a != nullptr,
-            "no allocator for device {}: this build of dtr has no {} backend initialised", device,
-            device.is_cuda() ? "CUDA" : "such");
+            "no allocator for device {}: this build of dtr has no CUDA backend", device);
   return *a;
 }
 

@@ -3,7 +3,8 @@
 // The CPU allocator returns 64-byte aligned blocks. Device backends register
 // their allocator explicitly with set_allocator() from their init function (no
 // static initialisers: dtr is a static library and the linker would drop them).
-// The meta device has no allocator: meta storage holds no memory.
+// The meta device has no allocator: meta storage holds no memory. Statistics are
+// kept per allocator, i.e. per device type (dtr runs one GPU per process).
 #pragma once
 
 #include "dtensor/device.h"
@@ -16,8 +17,9 @@ namespace dtr {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  // Returns nbytes of memory (nullptr for 0 bytes) counted under `tag`.
-  virtual void* allocate(size_t nbytes, MemoryTag tag) = 0;
+  // Returns nbytes of memory (nullptr for 0 bytes) on device `index` of this
+  // allocator's type, counted under `tag`.
+  virtual void* allocate(size_t nbytes, MemoryTag tag, int index) = 0;
   // Returns memory from allocate(); nbytes and tag must be those it was counted under.
   virtual void deallocate(void* ptr, size_t nbytes, MemoryTag tag) = 0;
 
@@ -35,7 +37,7 @@ class Allocator {
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
-  void* allocate(size_t nbytes, MemoryTag tag) override;
+  void* allocate(size_t nbytes, MemoryTag tag, int index) override;
   void deallocate(void* ptr, size_t nbytes, MemoryTag tag) override;
 };
 

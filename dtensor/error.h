@@ -6,6 +6,7 @@
 //   DTR_CHECK(a.size(1) == b.size(0), "matmul: inner dims differ: a is {}, b is {}", ...)
 // DTR_INTERNAL_ASSERT(cond, ...) states an invariant of dtr itself; a failure is a bug
 // in dtr, not in the caller, and the message says so.
+// This header depends on nothing else in dtr, so kernels/ may use it too.
 #pragma once
 
 #include <fmt/format.h>

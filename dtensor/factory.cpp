@@ -2,6 +2,10 @@
 
 #include "kernels/cpu/copy.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_copy.h"
+#endif
+
 #include <cmath>
 #include <cstring>
 
@@ -37,7 +41,14 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const TensorOptions& option
   auto n = static_cast<int64_t>(std::ceil((e - s) / st));
   Tensor t = empty({n}, options);
   if (t.device().is_meta() || n == 0) return t;
-  DTR_CHECK(t.device().is_cpu(), "arange: device {} needs the CUDA backend", t.device());
+  if (t.device().is_cuda()) {
+#ifdef DTR_WITH_CUDA
+    cuda::arange_tensor(t, s, st);
+    return t;
+#else
+    DTR_FAIL("arange: tensors on {} need the CUDA backend, which this build of dtr lacks", t.device());
+#endif
+  }
   dispatch_dtype(options.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     kernels::cpu::arange<T>(t.data<T>(), n, s, st);

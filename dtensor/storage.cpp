@@ -25,7 +25,7 @@ Storage Storage::allocate(size_t nbytes, Device device, MemoryTag tag) {
   s.impl_->tag = tag;
   if (!device.is_meta()) {
     Allocator& a = get_allocator(device);
-    s.impl_->data = a.allocate(nbytes, tag);
+    s.impl_->data = a.allocate(nbytes, tag, device.index);
     s.impl_->allocator = &a;
   }
   return s;

@@ -3,6 +3,10 @@
 #include "dtensor/factory.h"
 #include "kernels/cpu/copy.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_copy.h"
+#endif
+
 #include <algorithm>
 #include <numeric>
 #include <ostream>
@@ -332,11 +336,16 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   if (device().is_meta()) return *this;  // shape-only: nothing to copy
   DTR_CHECK(!src.device().is_meta(), "copy_: cannot copy from a meta tensor (it has no data) into {}",
             device());
-  DTR_CHECK(device().is_cpu() && src.device().is_cpu(),
-            "copy_: copies between {} and {} need the CUDA backend, which is not available in this "
-            "build",
-            src.device(), device());
   if (numel() == 0) return *this;
+  if (device().is_cuda() || src.device().is_cuda()) {
+#ifdef DTR_WITH_CUDA
+    cuda::copy_tensor(*this, src);
+    return *this;
+#else
+    DTR_FAIL("copy_: copies between {} and {} need the CUDA backend, which this build of dtr lacks",
+             src.device(), device());
+#endif
+  }
   // A source that shares memory with the destination is copied out first, so an
   // overlapping copy never reads elements it has already written.
   if (src.storage().is_same(storage())) src = src.clone();
@@ -353,8 +362,14 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 
 Tensor& Tensor::fill_(Scalar value) {
   if (device().is_meta() || numel() == 0) return *this;
-  DTR_CHECK(device().is_cpu(), "fill_: tensors on {} need the CUDA backend, not available in this build",
-            device());
+  if (device().is_cuda()) {
+#ifdef DTR_WITH_CUDA
+    cuda::fill_tensor(*this, value);
+    return *this;
+#else
+    DTR_FAIL("fill_: tensors on {} need the CUDA backend, which this build of dtr lacks", device());
+#endif
+  }
   dispatch_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     kernels::cpu::fill<T>(static_cast<int>(dim()), sizes().data(), data<T>(), strides().data(),

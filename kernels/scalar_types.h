@@ -11,6 +11,13 @@
 #include <cstdint>
 #include <type_traits>
 
+// Marks functions callable from host and CUDA device code alike.
+#if defined(__CUDACC__)
+#define DTR_HOST_DEVICE __host__ __device__
+#else
+#define DTR_HOST_DEVICE
+#endif
+
 namespace dtr {
 
 using bf16 = Eigen::bfloat16;
@@ -46,7 +53,7 @@ inline constexpr bool is_floating_v = std::is_floating_point_v<T> || is_half_v<T
 
 // Converts between any two element types (through float for the half types).
 template <class To, class From>
-inline To convert(From v) {
+DTR_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (is_half_v<From>) {

@@ -17,8 +17,7 @@ Device check_device(std::string_view op, std::initializer_list<const Tensor*> op
     ++index;
   }
   DTR_CHECK(device.is_cpu() || device.is_meta(),
-            "{}: tensors on {} need the CUDA backend, which is not available in this build", op,
-            device);
+            "{}: no kernel for tensors on {} in this build (cpu and meta only)", op, device);
   return device;
 }
 

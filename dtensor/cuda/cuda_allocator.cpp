@@ -1,0 +1,157 @@
+#include "dtensor/cuda/cuda_allocator.h"
+
+#include "dtensor/cuda/cuda_runtime.h"
+#include "dtensor/error.h"
+#include "dtensor/log.h"
+#include "kernels/cuda/cuda_check.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace dtr::cuda {
+
+CudaCachingAllocator& CudaCachingAllocator::instance() {
+  // Never destroyed: at exit the driver may already be gone, and it reclaims memory anyway.
+  static auto* allocator = new CudaCachingAllocator();
+  return *allocator;
+}
+
+size_t CudaCachingAllocator::round_size(size_t nbytes) {
+  constexpr size_t kSmallStep = 512;
+  constexpr size_t kLarge = size_t{1} << 20;
+  if (nbytes < kLarge) return std::max(kSmallStep, (nbytes + kSmallStep - 1) / kSmallStep * kSmallStep);
+  size_t floor_pow2 = std::bit_floor(nbytes);
+  size_t step = floor_pow2 / 4;
+  return (nbytes + step - 1) / step * step;
+}
+
+void* CudaCachingAllocator::malloc_locked(size_t size, int device) {
+  DeviceGuard guard(device);
+  void* ptr = nullptr;
+  cudaError_t status = cudaMalloc(&ptr, size);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error state of this call
+    collect_completed_locked();
+    release_free_blocks_locked(device);
+    status = cudaMalloc(&ptr, size);
+  }
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    MemoryStats s = tracker_.snapshot();
+    DTR_FAIL(
+        "CUDA out of memory on cuda:{}: tried to allocate {} bytes; dtr holds {} bytes in "
+        "tensors and {} reserved; the device has {} of {} bytes free",
+        device, size, s.total.current_bytes, reserved_, free_bytes, total_bytes);
+  }
+  DTR_CUDA_CHECK(status);
+  reserved_ += static_cast<int64_t>(size);
+  tracker_.set_reserved(reserved_);
+  return ptr;
+}
+
+void* CudaCachingAllocator::allocate(size_t nbytes, MemoryTag tag, int device) {
+  if (nbytes == 0) return nullptr;
+  DTR_CHECK(device >= 0 && device < device_count(),
+            "cannot allocate on cuda:{}: this machine has {} GPU(s)", device, device_count());
+  const size_t size = round_size(nbytes);
+  cudaStream_t stream = current_stream(device);
+  std::lock_guard lock(mutex_);
+  collect_completed_locked();
+  Block block;
+  bool reused = false;
+  if (auto pool = free_.find({device, stream}); pool != free_.end()) {
+    if (auto hit = pool->second.find(size); hit != pool->second.end()) {
+      block = std::move(hit->second);
+      pool->second.erase(hit);
+      reused = true;
+    }
+  }
+  if (!reused) {
+    block.ptr = malloc_locked(size, device);
+    block.size = size;
+    block.device = device;
+    block.stream = stream;
+  }
+  live_[block.ptr] = block;
+  tracker_.on_allocate(static_cast<int64_t>(nbytes), tag);
+  return block.ptr;
+}
+
+void CudaCachingAllocator::deallocate(void* ptr, size_t nbytes, MemoryTag tag) {
+  if (ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(ptr);
+  DTR_INTERNAL_ASSERT(it != live_.end(), "freeing a pointer the CUDA allocator does not own");
+  Block block = std::move(it->second);
+  live_.erase(it);
+  tracker_.on_free(static_cast<int64_t>(nbytes), tag);
+  if (block.other_streams.empty()) {
+    free_[{block.device, block.stream}].emplace(block.size, std::move(block));
+    return;
+  }
+  // Reusable only after the other streams' queued work on this memory completes.
+  // This runs from destructors, so failures are logged, and the block is then leaked
+  // rather than reused unsafely.
+  PendingBlock pending{std::move(block), {}};
+  DeviceGuard guard(pending.block.device);
+  for (cudaStream_t s : pending.block.other_streams) {
+    cudaEvent_t event = nullptr;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(event, s) != cudaSuccess) {
+      DTR_LOG_ERROR("CUDA allocator: could not record a stream event ({}); block of {} bytes leaked",
+                    cudaGetErrorString(cudaGetLastError()), pending.block.size);
+      return;
+    }
+    pending.events.push_back(event);
+  }
+  pending.block.other_streams.clear();
+  pending_.push_back(std::move(pending));
+}
+
+void CudaCachingAllocator::record_stream(void* ptr, cudaStream_t stream) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(ptr);
+  DTR_CHECK(it != live_.end(), "record_stream: {} is not the start of a live CUDA allocation", fmt::ptr(ptr));
+  Block& b = it->second;
+  if (stream == b.stream) return;
+  if (std::find(b.other_streams.begin(), b.other_streams.end(), stream) == b.other_streams.end()) {
+    b.other_streams.push_back(stream);
+  }
+}
+
+void CudaCachingAllocator::collect_completed_locked() {
+  auto done = [&](PendingBlock& p) {
+    for (cudaEvent_t e : p.events) {
+      cudaError_t status = cudaEventQuery(e);
+      if (status == cudaErrorNotReady) return false;
+      DTR_CUDA_CHECK(status);
+    }
+    for (cudaEvent_t e : p.events) cudaEventDestroy(e);
+    free_[{p.block.device, p.block.stream}].emplace(p.block.size, std::move(p.block));
+    return true;
+  };
+  std::erase_if(pending_, done);
+}
+
+void CudaCachingAllocator::release_free_blocks_locked(int device) {
+  for (auto& [key, pool] : free_) {
+    if (device >= 0 && key.first != device) continue;
+    DeviceGuard guard(key.first);
+    for (auto& [size, block] : pool) {
+      DTR_CUDA_CHECK(cudaFree(block.ptr));
+      reserved_ -= static_cast<int64_t>(size);
+    }
+    pool.clear();
+  }
+  tracker_.set_reserved(reserved_);
+}
+
+void CudaCachingAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  collect_completed_locked();
+  release_free_blocks_locked(-1);
+}
+
+}  // namespace dtr::cuda

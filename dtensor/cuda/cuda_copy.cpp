@@ -1,0 +1,89 @@
+#include "dtensor/cuda/cuda_copy.h"
+
+#include "dtensor/cuda/cuda_runtime.h"
+#include "dtensor/factory.h"
+#include "kernels/cuda/copy.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace dtr::cuda {
+
+namespace {
+
+// Strided device-to-device copy with conversion, both tensors on one GPU.
+void copy_on_device(const Tensor& dst, const Tensor& src) {
+  DeviceGuard guard(dst.device().index);
+  cudaStream_t stream = current_stream(dst.device().index);
+  dispatch_dtype(src.dtype(), [&](auto src_tag) {
+    using From = typename decltype(src_tag)::type;
+    dispatch_dtype(dst.dtype(), [&](auto dst_tag) {
+      using To = typename decltype(dst_tag)::type;
+      kernels::cuda::copy<From, To>(static_cast<int>(dst.dim()), dst.sizes().data(),
+                                    src.data<From>(), src.strides().data(), dst.data<To>(),
+                                    dst.strides().data(), stream);
+    });
+  });
+}
+
+// Contiguous bytes between host and device (or device and device), waiting for completion.
+void memcpy_sync(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind, int device) {
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
+  DTR_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+void copy_tensor(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  const Device from = src.device(), to = dst.device();
+  if (from.is_cuda() && to.is_cuda()) {
+    if (from == to) return copy_on_device(dst, src);
+    // Across GPUs: contiguous on the source GPU, peer copy, then convert/scatter on the destination.
+    Tensor packed = src.contiguous();
+    Tensor landed = empty(src.sizes(), {.dtype = src.dtype(), .device = to});
+    DTR_CUDA_CHECK(cudaMemcpyPeer(landed.raw_data(), to.index, packed.raw_data(), from.index,
+                                  packed.nbytes()));
+    return copy_on_device(dst, landed);
+  }
+  if (from.is_cpu()) {  // host -> device
+    Tensor host = src.to(dst.dtype()).contiguous();
+    if (dst.is_contiguous()) {
+      memcpy_sync(dst.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, to.index);
+    } else {
+      Tensor staged = empty(dst.sizes(), {.dtype = dst.dtype(), .device = to});
+      memcpy_sync(staged.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, to.index);
+      copy_on_device(dst, staged);
+    }
+    return;
+  }
+  DTR_INTERNAL_ASSERT(from.is_cuda() && to.is_cpu(), "copy {} -> {}", from, to);
+  Tensor packed = src.contiguous().to(dst.dtype());  // still on the device
+  if (dst.is_contiguous()) {
+    memcpy_sync(dst.raw_data(), packed.raw_data(), packed.nbytes(), cudaMemcpyDeviceToHost, from.index);
+  } else {
+    Tensor host = empty(dst.sizes(), {.dtype = dst.dtype(), .device = Device::cpu()});
+    memcpy_sync(host.raw_data(), packed.raw_data(), packed.nbytes(), cudaMemcpyDeviceToHost, from.index);
+    Tensor(dst).copy_(host);
+  }
+}
+
+void fill_tensor(const Tensor& dst, Scalar value) {
+  DeviceGuard guard(dst.device().index);
+  dispatch_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::cuda::fill<T>(static_cast<int>(dst.dim()), dst.sizes().data(), dst.data<T>(),
+                           dst.strides().data(), value.to<T>(), current_stream(dst.device().index));
+  });
+}
+
+void arange_tensor(const Tensor& out, double start, double step) {
+  DeviceGuard guard(out.device().index);
+  dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::cuda::arange<T>(out.data<T>(), out.numel(), start, step,
+                             current_stream(out.device().index));
+  });
+}
+
+}  // namespace dtr::cuda

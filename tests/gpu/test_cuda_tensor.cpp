@@ -1,0 +1,128 @@
+// CUDA tensors: host<->device copies (contiguous, strided, converting), fill and
+// arange on the device, all checked against values computed on the CPU.
+#include "dtensor/allocator.h"
+#include "dtensor/cuda/cuda_allocator.h"
+#include "dtensor/cuda/cuda_runtime.h"
+#include "dtensor/factory.h"
+
+#include <catch2/catch.hpp>
+
+using namespace dtr;
+
+namespace {
+const Device kGpu = Device::cuda(0);
+Tensor iota(const Shape& shape, DType dtype = DType::f32) {
+  return arange(numel_of(shape), {.dtype = dtype}).view(shape);
+}
+}  // namespace
+
+TEST_CASE("a GPU is present for the gpu tests", "[gpu]") { REQUIRE(cuda::device_count() > 0); }
+
+TEST_CASE("round trip host -> device -> host keeps every dtype bit for bit", "[gpu]") {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8}) {
+    Tensor host = iota({3, 7}, dtype);
+    Tensor dev = host.to(kGpu);
+    CHECK(dev.device() == kGpu);
+    CHECK(dev.dtype() == dtype);
+    Tensor back = dev.to(Device::cpu());
+    CHECK(back.to(DType::f64).to_vector<double>() == host.to(DType::f64).to_vector<double>());
+  }
+}
+
+TEST_CASE("strided and converting copies on and off the device", "[gpu]") {
+  Tensor host = iota({4, 6});  // h[i][j] = 6i + j
+  Tensor dev = host.to(kGpu);
+  // A transposed slice on the device, copied back.
+  Tensor view = dev.slice(1, 1, 6, 2).t();  // [3, 4]: v[c][i] = 6i + 1 + 2c
+  std::vector<float> expected;
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 4; ++i) expected.push_back(static_cast<float>(6 * i + 1 + 2 * c));
+  CHECK(view.to(Device::cpu()).to_vector<float>() == expected);
+  CHECK(view.contiguous().to(Device::cpu()).to_vector<float>() == expected);
+  // Into a strided device destination, converting f32 -> bf16.
+  Tensor dst = zeros({6, 4}, {.dtype = DType::bf16, .device = kGpu});
+  dst.t().copy_(host);
+  std::vector<bf16> expected_t;
+  for (int j = 0; j < 6; ++j)
+    for (int i = 0; i < 4; ++i) expected_t.push_back(bf16(static_cast<float>(6 * i + j)));
+  CHECK(dst.to(Device::cpu()).to_vector<bf16>() == expected_t);
+  // Device -> strided host destination with broadcasting.
+  Tensor row = from_vector<double>({1, 2, 3}).to(kGpu);
+  Tensor host_dst = zeros({3, 2}, {.dtype = DType::f64});
+  host_dst.t().copy_(row);
+  CHECK(host_dst.to_vector<double>() == std::vector<double>{1, 1, 2, 2, 3, 3});
+}
+
+TEST_CASE("fill and arange run on the device", "[gpu]") {
+  Tensor t = zeros({5, 3}, {.dtype = DType::i64, .device = kGpu});
+  t.narrow(0, 1, 2).fill_(int64_t{1} << 40);
+  std::vector<int64_t> got = t.to(Device::cpu()).to_vector<int64_t>();
+  for (int i = 0; i < 15; ++i) CHECK(got[i] == ((i >= 3 && i < 9) ? (int64_t{1} << 40) : 0));
+  Tensor a = arange(-1, 1, 0.5, {.dtype = DType::f16, .device = kGpu});
+  CHECK(a.to(Device::cpu()).to(DType::f32).to_vector<float>() == std::vector<float>{-1, -0.5, 0, 0.5});
+}
+
+TEST_CASE("the caching allocator reuses freed blocks without new driver memory", "[gpu][allocator]") {
+  cuda::init();
+  Tensor warm = empty({1 << 20}, {.device = kGpu});  // 4 MiB
+  warm = Tensor();
+  const MemoryStats before = memory_stats(kGpu);
+  for (int step = 0; step < 10; ++step) {
+    Tensor buf = empty({1 << 20}, {.device = kGpu, .tag = MemoryTag::comm_buffer});
+    buf.fill_(step);
+  }
+  const MemoryStats after = memory_stats(kGpu);
+  CHECK(after.reserved_bytes == before.reserved_bytes);
+  CHECK(after[MemoryTag::comm_buffer].current_bytes == before[MemoryTag::comm_buffer].current_bytes);
+  CHECK(after[MemoryTag::comm_buffer].peak_bytes - before[MemoryTag::comm_buffer].current_bytes ==
+        (int64_t{4} << 20));
+  CHECK(after.reserved_bytes >= (int64_t{4} << 20));
+}
+
+TEST_CASE("a block used on another stream is reused only after that stream's work", "[gpu][allocator]") {
+  auto& alloc = cuda::CudaCachingAllocator::instance();
+  cudaStream_t side = cuda::create_stream(0);
+  const Shape three_mib = {3 << 18};  // f32: 3 MiB, a size class of its own here
+  void* first = nullptr;
+  void* second = nullptr;
+  {
+    Tensor t = empty(three_mib, {.device = kGpu});
+    first = t.raw_data();
+    alloc.record_stream(first, side);
+    {
+      // Queue several milliseconds of work on the side stream.
+      cuda::StreamGuard guard(0, side);
+      Tensor big = empty({1 << 26}, {.device = kGpu});
+      for (int i = 0; i < 50; ++i) big.fill_(i);
+    }
+    t = Tensor();  // freed while the side stream is still busy: not reusable yet
+    Tensor u = empty(three_mib, {.device = kGpu});
+    second = u.raw_data();
+    CHECK(second != first);
+  }
+  cuda::synchronize(0);
+  const int64_t reserved = memory_stats(kGpu).reserved_bytes;
+  // Once the side stream is idle, both blocks are back in the pool and reused.
+  Tensor v1 = empty(three_mib, {.device = kGpu});
+  Tensor v2 = empty(three_mib, {.device = kGpu});
+  CHECK(((v1.raw_data() == first && v2.raw_data() == second) ||
+         (v1.raw_data() == second && v2.raw_data() == first)));
+  CHECK(memory_stats(kGpu).reserved_bytes == reserved);
+}
+
+TEST_CASE("size classes round up by at most a quarter", "[gpu][allocator]") {
+  using A = cuda::CudaCachingAllocator;
+  CHECK(A::round_size(1) == 512);
+  CHECK(A::round_size(513) == 1024);
+  CHECK(A::round_size((1 << 20) + 1) == (1 << 20) + (1 << 18));
+  CHECK(A::round_size(3 << 20) == 3 << 20);
+  for (size_t n : {size_t{1} << 21, (size_t{5} << 20) + 7, size_t{100} << 20}) {
+    CHECK(A::round_size(n) >= n);
+    CHECK(A::round_size(n) <= n + n / 4);
+  }
+}
+
+TEST_CASE("ops without CUDA kernels and bad devices give clear errors", "[gpu]") {
+  CHECK_THROWS_WITH(empty({2}, {.device = Device::cuda(cuda::device_count())}),
+                    Catch::Contains("this machine has"));
+}
