@@ -1,0 +1,39 @@
+// Reductions of a Tensor: sum, mean, max, min and argmax, over the whole tensor
+// or over chosen dims, with PyTorch's semantics:
+//   - dims may be negative and must not repeat; an empty dims list means every
+//     dim (like torch.sum(t, dim=[])). A 0-d tensor accepts dim 0 or -1.
+//   - keepdim keeps each reduced dim as size 1; otherwise reduced dims are removed.
+//   - sum of an integer tensor (i32, i64, u8) is i64; otherwise results keep the
+//     input dtype. Half inputs accumulate in float; sums are pairwise.
+//   - mean needs a floating dtype. Reducing nothing gives sum 0 and mean NaN;
+//     max/min/argmax over an empty dim are errors.
+//   - max/min(t, dim) return only the values; argmax returns i64 indices (the
+//     first maximum; a NaN counts as the maximum). argmax(t) is the flat index
+//     into the row-major order of t, as a 0-d tensor.
+// Results are new contiguous tensors. Meta inputs give meta outputs of the
+// right shape and dtype without computing anything.
+#pragma once
+
+#include "dtensor/tensor.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace dtr {
+
+Tensor sum(const Tensor& t);
+Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+
+Tensor mean(const Tensor& t);
+Tensor mean(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false);
+
+Tensor max(const Tensor& t);
+Tensor max(const Tensor& t, int64_t dim, bool keepdim = false);
+
+Tensor min(const Tensor& t);
+Tensor min(const Tensor& t, int64_t dim, bool keepdim = false);
+
+Tensor argmax(const Tensor& t);
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
+
+}  // namespace dtr

@@ -1,0 +1,57 @@
+#include "dtensor/ops/softmax.h"
+
+#include "dtensor/factory.h"
+#include "dtensor/ops/op_checks.h"
+#include "kernels/cpu/softmax.h"
+
+#include <string>
+#include <string_view>
+
+namespace dtr {
+
+namespace {
+
+enum class SoftmaxKind { softmax, log_softmax };
+
+// Rows along `dim` are moved last (transpose + contiguous) for the kernel, and
+// the result is transposed back into a contiguous tensor of the input's shape.
+Tensor softmax_impl(SoftmaxKind kind, const Tensor& t, int64_t dim) {
+  const std::string_view op = kind == SoftmaxKind::softmax ? "softmax" : "log_softmax";
+  const Device device = ops::check_device(op, {&t});
+  DTR_CHECK(is_floating(t.dtype()),
+            "{}: expected a floating dtype (f32, f64, bf16, f16), got {} (cast with .to(dtype) "
+            "first)",
+            op, t.dtype());
+  if (t.dim() == 0) {  // one element along a virtual dim 0, like PyTorch
+    DTR_CHECK(dim == 0 || dim == -1,
+              "{}: dim {} is out of range for a 0-d tensor (expected 0 or -1)", op, dim);
+    return softmax_impl(kind, t.reshape({1}), 0).reshape({});
+  }
+  const int64_t d = t.wrap_dim(dim, std::string(op).c_str());
+  const int64_t last = t.dim() - 1;
+  if (device.is_meta()) return empty(t.sizes(), {.dtype = t.dtype(), .device = device});
+
+  const Tensor in = (d == last ? t : t.transpose(d, last)).contiguous();
+  Tensor out = empty(in.sizes(), {.dtype = t.dtype(), .device = device});
+  const int64_t cols = in.size(last);
+  const int64_t rows = cols == 0 ? 0 : in.numel() / cols;
+  dispatch_floating(t.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kind == SoftmaxKind::softmax) {
+      kernels::cpu::softmax_rows<T>(in.data<T>(), rows, cols, out.data<T>());
+    } else {
+      kernels::cpu::log_softmax_rows<T>(in.data<T>(), rows, cols, out.data<T>());
+    }
+  });
+  return d == last ? out : out.transpose(d, last).contiguous();
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& t, int64_t dim) { return softmax_impl(SoftmaxKind::softmax, t, dim); }
+
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  return softmax_impl(SoftmaxKind::log_softmax, t, dim);
+}
+
+}  // namespace dtr
