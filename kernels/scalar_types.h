@@ -8,6 +8,8 @@
 
 #include <Eigen/Core>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -51,13 +53,31 @@ inline constexpr bool is_half_v = std::is_same_v<T, bf16> || std::is_same_v<T, f
 template <class T>
 inline constexpr bool is_floating_v = std::is_floating_point_v<T> || is_half_v<T>;
 
-// Converts between any two element types (through float for the half types).
+// double -> float rounded to odd (an inexact result gets its last mantissa bit
+// set). Rounding that float once more to bf16/f16 (nearest even) then gives the
+// correctly rounded result, which double -> float -> half directly would not.
+DTR_HOST_DEVICE inline float double_to_float_round_odd(double x) {
+#if defined(__CUDA_ARCH__)
+  float f = __double2float_rz(x);
+  if (static_cast<double>(f) != x && x == x) f = __uint_as_float(__float_as_uint(f) | 1u);
+#else
+  float f = static_cast<float>(x);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);  // toward zero
+  if (static_cast<double>(f) != x && x == x) f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+#endif
+  return f;
+}
+
+// Converts between any two element types (through float for the half types),
+// rounding once.
 template <class To, class From>
 DTR_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (is_half_v<From>) {
     return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_half_v<To> && std::is_same_v<From, double>) {
+    return To(double_to_float_round_odd(v));
   } else if constexpr (is_half_v<To>) {
     return To(static_cast<float>(v));
   } else {

@@ -136,23 +136,6 @@ T next_below(T x) {
   }
 }
 
-// x rounded once to T. For bf16 and f16 the double is first rounded to float with
-// round-to-odd (inexact results get their last bit set), which makes the following
-// float -> T round-to-nearest-even give the correctly rounded result.
-template <class T>
-T round_once(double x) {
-  if constexpr (is_half_v<T>) {
-    auto f = static_cast<float>(x);
-    if (static_cast<double>(f) != x && !std::isnan(x)) {
-      if (std::fabs(f) > std::fabs(x)) f = std::nextafter(f, 0.0f);  // toward zero
-      f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
-    }
-    return T(f);
-  } else {
-    return static_cast<T>(x);
-  }
-}
-
 double normal_cdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752440); }
 
 }  // namespace
@@ -205,7 +188,7 @@ void trunc_normal(T* dst, const LogicalBox& box, PhiloxStream stream, double mea
     p_hi = normal_cdf(beta);
   }
   if (!(p_hi > p_lo)) {  // std == 0, or no mass double can resolve: the bound nearest the mean
-    fill<T>(box.ndim, box.sizes, dst, box.dst_strides, round_once<T>(std::clamp(mean, a, b)));
+    fill<T>(box.ndim, box.sizes, dst, box.dst_strides, convert<T>(std::clamp(mean, a, b)));
     return;
   }
   // p stays inside (0, 1) so that z is finite even for infinite bounds.
@@ -213,7 +196,7 @@ void trunc_normal(T* dst, const LogicalBox& box, PhiloxStream stream, double mea
   auto transform = [&](double u) {
     double p = std::clamp(p_lo + u * (p_hi - p_lo), kMinP, kMaxP);
     double z = std::clamp(Eigen::numext::ndtri(p), alpha, beta);
-    return round_once<T>(std::clamp(mean + std * (flip ? -z : z), a, b));
+    return convert<T>(std::clamp(mean + std * (flip ? -z : z), a, b));
   };
   fill_box<UniformDoubleSampler>(dst, box, stream, transform);
 }

@@ -86,3 +86,17 @@ TEST_CASE("convert<> goes through float for half types", "[dtype]") {
   CHECK(convert<int64_t>(bf16(3.0f)) == 3);
   CHECK(static_cast<float>(convert<f16>(int32_t{-2})) == -2.0f);
 }
+
+TEST_CASE("double -> bf16/f16 rounds once, not twice through float", "[dtype]") {
+  // 1 + 2^-8 + 2^-30 is just above the bf16 tie between 1 and 1 + 2^-7; rounding to
+  // float first would drop the 2^-30 and land on the tie, which goes to even (1).
+  const double x = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  CHECK(bits_of(convert<bf16>(x)) == 0x3F81);
+  CHECK(bits_of(convert<bf16>(-x)) == 0xBF81);
+  // The same for f16: a tie at 1 + 2^-11 nudged up by 2^-40.
+  CHECK(bits_of(convert<f16>(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40))) == 0x3C01);
+  // Exactly representable values and the tie itself are unaffected.
+  CHECK(bits_of(convert<bf16>(1.0 + std::ldexp(1.0, -8))) == 0x3F80);
+  CHECK(bits_of(convert<bf16>(1e300)) == 0x7F80);  // beyond float: +Inf
+  CHECK(std::isnan(static_cast<float>(convert<bf16>(std::nan("")))));
+}
