@@ -86,7 +86,7 @@ LogicalTarget check_target(std::string_view op, const Tensor& t, const LogicalSl
 // Claims the fill's counters (always, so ranks stay in step) and runs `kernel` with
 // the typed destination unless the tensor holds nothing to write.
 template <class Kernel>
-Tensor& run_fill(std::string_view op, Tensor& t, const LogicalTarget& target, Generator* gen,
+const Tensor& run_fill(std::string_view op, const Tensor& t, const LogicalTarget& target, Generator* gen,
                  Kernel&& kernel) {
   Generator& g = gen != nullptr ? *gen : default_generator();
   GeneratorState s = g.next_fill(numel_of(target.shape));
@@ -114,7 +114,7 @@ double finite_max(DType dtype) {
 
 }  // namespace
 
-Tensor& uniform_(Tensor& t, double lo, double hi, Generator* gen, const LogicalSlice& slice) {
+const Tensor& uniform_(const Tensor& t, double lo, double hi, Generator* gen, const LogicalSlice& slice) {
   LogicalTarget target = check_target("uniform_", t, slice);
   DTR_CHECK(std::isfinite(lo) && std::isfinite(hi),
             "uniform_: expected finite lo and hi, got lo = {}, hi = {}", lo, hi);
@@ -134,7 +134,7 @@ Tensor& uniform_(Tensor& t, double lo, double hi, Generator* gen, const LogicalS
   });
 }
 
-Tensor& normal_(Tensor& t, double mean, double std, Generator* gen, const LogicalSlice& slice) {
+const Tensor& normal_(const Tensor& t, double mean, double std, Generator* gen, const LogicalSlice& slice) {
   LogicalTarget target = check_target("normal_", t, slice);
   DTR_CHECK(std::isfinite(mean) && std::isfinite(std),
             "normal_: expected finite mean and std, got mean = {}, std = {}", mean, std);
@@ -144,7 +144,7 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen, const Logica
   });
 }
 
-Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b, Generator* gen,
+const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, double b, Generator* gen,
                       const LogicalSlice& slice) {
   LogicalTarget target = check_target("trunc_normal_", t, slice);
   DTR_CHECK(std::isfinite(mean) && std::isfinite(std),

@@ -79,14 +79,14 @@ void manual_seed(uint64_t seed);
 
 // Uniform on [lo, hi) (after rounding lo and hi to t's dtype; a value that rounding
 // would lift to hi becomes the largest value below it). lo == hi fills lo.
-Tensor& uniform_(Tensor& t, double lo = 0, double hi = 1, Generator* gen = nullptr,
+const Tensor& uniform_(const Tensor& t, double lo = 0, double hi = 1, Generator* gen = nullptr,
                  const LogicalSlice& slice = {});
 // Normal with the given mean and standard deviation (Box-Muller).
-Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr,
+const Tensor& normal_(const Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr,
                 const LogicalSlice& slice = {});
 // Normal(mean, std) truncated to [a, b] (inverse CDF in double; a and b may be
 // infinite). std == 0 fills mean clamped to [a, b].
-Tensor& trunc_normal_(Tensor& t, double mean = 0, double std = 1, double a = -2, double b = 2,
+const Tensor& trunc_normal_(const Tensor& t, double mean = 0, double std = 1, double a = -2, double b = 2,
                       Generator* gen = nullptr, const LogicalSlice& slice = {});
 
 // A new tensor of `shape` filled with uniform_(t, 0, 1) / normal_(t, 0, 1).
