@@ -4,7 +4,8 @@
 
 namespace dtr::ops {
 
-Device check_device(std::string_view op, std::initializer_list<const Tensor*> operands) {
+Device check_device(std::string_view op, std::initializer_list<const Tensor*> operands,
+                    Kernels kernels) {
   DTR_INTERNAL_ASSERT(operands.size() > 0);
   const Tensor& first = **operands.begin();
   DTR_CHECK(first.defined(), "{}: operand 0 is an undefined tensor", op);
@@ -16,8 +17,14 @@ Device check_device(std::string_view op, std::initializer_list<const Tensor*> op
               device, index, t->device());
     ++index;
   }
-  DTR_CHECK(device.is_cpu() || device.is_meta(),
-            "{}: no kernel for tensors on {} in this build (cpu and meta only)", op, device);
+#ifdef DTR_WITH_CUDA
+  const bool cuda_ok = kernels == Kernels::cpu_and_cuda;
+#else
+  const bool cuda_ok = false;
+#endif
+  DTR_CHECK(device.is_cpu() || device.is_meta() || (device.is_cuda() && cuda_ok),
+            "{}: no kernel for tensors on {} in this build (it runs on cpu{})", op, device,
+            kernels == Kernels::cpu_and_cuda ? " and, in CUDA builds, cuda" : "");
   return device;
 }
 

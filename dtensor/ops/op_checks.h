@@ -10,9 +10,13 @@
 
 namespace dtr::ops {
 
-// Every operand is defined and on the same device; returns that device.
-// Devices without kernels in this build get a clear error naming the op.
-Device check_device(std::string_view op, std::initializer_list<const Tensor*> operands);
+// Which devices an op has kernels for (meta is always accepted: shapes only).
+enum class Kernels { cpu, cpu_and_cuda };
+
+// Every operand is defined and on the same device; returns that device. A device
+// the op has no kernel for (in this build) gets a clear error naming the op.
+Device check_device(std::string_view op, std::initializer_list<const Tensor*> operands,
+                    Kernels kernels = Kernels::cpu);
 
 // Every operand has the same dtype; returns it.
 DType check_same_dtype(std::string_view op, std::initializer_list<const Tensor*> operands);
