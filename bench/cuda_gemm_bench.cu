@@ -1,0 +1,175 @@
+// dtr's handwritten CUDA GEMM against cuBLAS (the yardstick only: dtr's training
+// path never calls it), on the same buffers: bf16 square sizes and the GPT-2 124M
+// layer shapes (tokens = 8192), and f32 at 4096.
+//
+// Each case: random inputs, several input sets rotated so that they do not sit in
+// L2, 5 warm-up runs, then the median of 25 runs timed with CUDA events. TFLOP/s
+// counts 2*m*n*k. The two results are compared (relative norm of the difference).
+//   cuda_gemm_bench [--quick]
+#include "kernels/cuda/gemm.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using dtr::kernels::Transpose;
+
+namespace {
+
+#define BENCH_CUDA(expr)                                                                      \
+  do {                                                                                        \
+    cudaError_t s_ = (expr);                                                                  \
+    if (s_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(s_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+#define BENCH_CUBLAS(expr)                                                          \
+  do {                                                                              \
+    cublasStatus_t s_ = (expr);                                                     \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                              \
+      std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #expr, \
+                   static_cast<int>(s_));                                           \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+struct Problem {
+  const char* name;
+  int m, n, k;
+  Transpose ta, tb;
+};
+
+template <class T>
+cudaDataType_t cuda_type() {
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  if constexpr (std::is_same_v<T, dtr::bf16>) return CUDA_R_16BF;
+  return CUDA_R_16F;
+}
+
+template <class T>
+float median_ms(int sets, const std::vector<T*>& a, const std::vector<T*>& b, T* c, const auto& call) {
+  constexpr int kWarmup = 5, kRuns = 25;
+  for (int i = 0; i < kWarmup; ++i) call(a[i % sets], b[i % sets], c);
+  BENCH_CUDA(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(2 * kRuns);
+  for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < kRuns; ++i) {
+    BENCH_CUDA(cudaEventRecord(ev[2 * i]));
+    call(a[i % sets], b[i % sets], c);
+    BENCH_CUDA(cudaEventRecord(ev[2 * i + 1]));
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+  BENCH_CUDA(cudaGetLastError());
+  std::vector<float> ms(kRuns);
+  for (int i = 0; i < kRuns; ++i) BENCH_CUDA(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) BENCH_CUDA(cudaEventDestroy(e));
+  std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
+  return ms[kRuns / 2];
+}
+
+template <class T>
+double rel_diff(const T* x, const T* y, size_t n) {
+  std::vector<T> hx(n), hy(n);
+  BENCH_CUDA(cudaMemcpy(hx.data(), x, n * sizeof(T), cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(hy.data(), y, n * sizeof(T), cudaMemcpyDeviceToHost));
+  double d2 = 0, r2 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = static_cast<float>(hx[i]), b = static_cast<float>(hy[i]);
+    d2 += (a - b) * (a - b);
+    r2 += b * b;
+  }
+  return std::sqrt(d2 / std::max(r2, 1e-30));
+}
+
+template <class T>
+void run(cublasHandle_t handle, const Problem& p, const char* dtype) {
+  const size_t a_elems = size_t(p.m) * p.k, b_elems = size_t(p.k) * p.n, c_elems = size_t(p.m) * p.n;
+  const size_t set_bytes = (a_elems + b_elems) * sizeof(T);
+  const int sets = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / set_bytes, 1, 16));
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<T> host(std::max(a_elems, b_elems));
+  std::vector<T*> a(sets), b(sets);
+  for (int s = 0; s < sets; ++s) {
+    BENCH_CUDA(cudaMalloc(&a[s], a_elems * sizeof(T)));
+    BENCH_CUDA(cudaMalloc(&b[s], b_elems * sizeof(T)));
+    for (size_t i = 0; i < a_elems; ++i) host[i] = T(dist(rng));
+    BENCH_CUDA(cudaMemcpy(a[s], host.data(), a_elems * sizeof(T), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < b_elems; ++i) host[i] = T(dist(rng));
+    BENCH_CUDA(cudaMemcpy(b[s], host.data(), b_elems * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  T *c_dtr = nullptr, *c_ref = nullptr;
+  BENCH_CUDA(cudaMalloc(&c_dtr, c_elems * sizeof(T)));
+  BENCH_CUDA(cudaMalloc(&c_ref, c_elems * sizeof(T)));
+  // Row-major leading dims of the stored operands.
+  const int lda = p.ta == Transpose::no ? p.k : p.m;
+  const int ldb = p.tb == Transpose::no ? p.n : p.k;
+  const int ldc = p.n;
+
+  auto dtr_call = [&](const T* a_, const T* b_, T* c_) {
+    dtr::kernels::cuda::gemm<T>(p.ta, p.tb, p.m, p.n, p.k, 1.f, a_, lda, b_, ldb, 0.f, c_, ldc, nullptr);
+  };
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+  auto cublas_call = [&](const T* a_, const T* b_, T* c_) {
+    const float alpha = 1.f, beta = 0.f;
+    BENCH_CUBLAS(cublasGemmEx(handle, p.tb == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              p.ta == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N, p.n, p.m, p.k, &alpha, b_,
+                              cuda_type<T>(), ldb, a_, cuda_type<T>(), lda, &beta, c_, cuda_type<T>(), ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  const float ms_dtr = median_ms<T>(sets, a, b, c_dtr, dtr_call);
+  const float ms_ref = median_ms<T>(sets, a, b, c_ref, cublas_call);
+  dtr_call(a[0], b[0], c_dtr);
+  cublas_call(a[0], b[0], c_ref);
+  BENCH_CUDA(cudaDeviceSynchronize());
+  const double diff = rel_diff(c_dtr, c_ref, c_elems);
+  const double flops = 2.0 * p.m * p.n * p.k;
+  const double tf_dtr = flops / (ms_dtr * 1e9), tf_ref = flops / (ms_ref * 1e9);
+  std::printf("%-14s %-5s %c%c %6d %6d %6d  %9.3f %9.3f  %7.1f %7.1f  %5.1f%%  %.1e\n", p.name, dtype,
+              p.ta == Transpose::yes ? 'T' : 'N', p.tb == Transpose::yes ? 'T' : 'N', p.m, p.n, p.k, ms_dtr,
+              ms_ref, tf_dtr, tf_ref, 100.0 * tf_dtr / tf_ref, diff);
+  std::fflush(stdout);
+  for (int s = 0; s < sets; ++s) {
+    BENCH_CUDA(cudaFree(a[s]));
+    BENCH_CUDA(cudaFree(b[s]));
+  }
+  BENCH_CUDA(cudaFree(c_dtr));
+  BENCH_CUDA(cudaFree(c_ref));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  cublasHandle_t handle = nullptr;
+  BENCH_CUBLAS(cublasCreate(&handle));
+  BENCH_CUBLAS(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // f32 stays f32 (no TF32)
+
+  constexpr Transpose N = Transpose::no, T = Transpose::yes;
+  // GPT-2 124M, tokens = 8192, C = 768: y = x . W^T with W stored [out, in] (B transposed).
+  std::vector<Problem> bf16_problems = {
+      {"square", 1024, 1024, 1024, N, N},   {"square", 2048, 2048, 2048, N, N},
+      {"square", 4096, 4096, 4096, N, N},   {"square", 4096, 4096, 4096, N, T},
+      {"square", 4096, 4096, 4096, T, N},   {"square", 8192, 8192, 8192, N, N},
+      {"gpt2.qkv", 8192, 2304, 768, N, T},  {"gpt2.attproj", 8192, 768, 768, N, T},
+      {"gpt2.fc", 8192, 3072, 768, N, T},   {"gpt2.fcproj", 8192, 768, 3072, N, T},
+  };
+  if (quick) bf16_problems.resize(3);
+  std::printf("%-14s %-5s %-2s %6s %6s %6s  %9s %9s  %7s %7s  %6s  %s\n", "case", "dtype", "op", "m", "n", "k",
+              "dtr ms", "cuBLAS ms", "dtr TF", "cuBL TF", "ratio", "rel.diff");
+  for (const Problem& p : bf16_problems) run<dtr::bf16>(handle, p, "bf16");
+  run<float>(handle, {"square", 4096, 4096, 4096, N, N}, "f32");
+  BENCH_CUBLAS(cublasDestroy(handle));
+  return 0;
+}

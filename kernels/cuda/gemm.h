@@ -1,0 +1,47 @@
+// Matrix multiply on a CUDA device (GEMM): the CUDA twin of kernels/cpu/gemm.h,
+// handwritten (no cuBLAS), every launcher on an explicit stream.
+//
+// Row-major semantics, like cblas with CblasRowMajor:
+//   C[b] = alpha * op(A[b])[m, k] . op(B[b])[k, n] + beta * C[b],   b in [0, batch)
+// op(X) is X as stored (Transpose::no) or its transpose (Transpose::yes). lda, ldb
+// and ldc are the row strides (in elements) of the matrices as stored: A is stored
+// [m, k] for Transpose::no and [k, m] for Transpose::yes (lda >= k or lda >= m);
+// B is stored [k, n] or [n, k] (ldb >= n or ldb >= k); ldc >= n. Columns are unit-stride.
+// Matrix b of an operand starts at pointer + b * its batch stride (in elements); a
+// batch stride of 0 broadcasts one A or B to every batch entry. C's entries must not
+// overlap each other, A or B.
+//
+// Precision: products accumulate in f32 and round once on store.
+//  - float: CUDA-core FMAs (SIMT tiles), plain f32, no TF32.
+//  - bf16, f16: tensor cores (mma.sync m16n8k16, f32 accumulate). The fast path
+//    (cp.async multi-stage pipeline, ldmatrix, 128x128x64 tiles) runs when the pointers,
+//    leading dims and batch strides of A and B are 16-byte aligned and the unit-stride
+//    extent of each stored A and B is a multiple of 8; any other shape or alignment
+//    takes a guarded path with the same arithmetic.
+// As in BLAS, beta == 0 writes C without reading it (NaN or garbage in C is ignored),
+// and alpha == 0 or k == 0 reads neither A nor B.
+#pragma once
+
+#include "kernels/scalar_types.h"
+#include "kernels/transpose.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dtr::kernels::cuda {
+
+// One GEMM: C = alpha * op(A) . op(B) + beta * C.
+template <class T>
+void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const T* a, int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc,
+          cudaStream_t stream);
+
+// `batch` independent GEMMs of one shape (see the batch strides above).
+template <class T>
+void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n,
+                  int64_t k, float alpha, const T* a, int64_t lda, int64_t batch_stride_a,
+                  const T* b, int64_t ldb, int64_t batch_stride_b, float beta, T* c,
+                  int64_t ldc, int64_t batch_stride_c, cudaStream_t stream);
+
+}  // namespace dtr::kernels::cuda

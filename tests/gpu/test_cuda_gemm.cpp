@@ -1,0 +1,217 @@
+// CUDA GEMM (kernels/cuda/gemm.h) against a triple loop in double on the host:
+// every transpose combination, odd and tile-sized shapes, padded leading dims,
+// misaligned pointers (the guarded path), batch strides including 0 (broadcast),
+// alpha and beta. Inputs are fresh random numbers for every case; when beta == 0
+// C starts as NaN, which must not leak into the result; the padding of C must
+// come back untouched.
+#include "kernels/cuda/gemm.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using dtr::bf16;
+using dtr::f16;
+using dtr::kernels::Transpose;
+namespace kc = dtr::kernels::cuda;
+
+namespace {
+
+// ‖out − ref‖ / ‖ref‖ bounds: f32 accumulates in f32 (no TF32); the half types add
+// one rounding of the output (2^-9 for bf16, 2^-11 for f16, relative).
+template <class T>
+double tolerance() {
+  if constexpr (std::is_same_v<T, float>) return 1e-5;
+  if constexpr (std::is_same_v<T, bf16>) return 1e-2;
+  return 2e-3;
+}
+
+template <class T>
+double to_double(T v) {
+  return static_cast<double>(static_cast<float>(v));
+}
+
+struct Case {
+  Transpose ta = Transpose::no, tb = Transpose::no;
+  int64_t m = 1, n = 1, k = 1;
+  int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // extra elements per stored row
+  int64_t batch = 1;
+  bool broadcast_a = false, broadcast_b = false;
+  float alpha = 1.f, beta = 0.f;
+  int64_t offset_a = 0;  // elements added to A's pointer (breaks 16-byte alignment)
+
+  std::string describe() const {
+    std::ostringstream s;
+    s << "ta=" << (ta == Transpose::yes ? "T" : "N") << " tb=" << (tb == Transpose::yes ? "T" : "N") << " m=" << m
+      << " n=" << n << " k=" << k << " pads=" << pad_a << "/" << pad_b << "/" << pad_c << " batch=" << batch
+      << (broadcast_a ? " bcastA" : "") << (broadcast_b ? " bcastB" : "") << " alpha=" << alpha
+      << " beta=" << beta << " offset_a=" << offset_a;
+    return s.str();
+  }
+};
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t n) { REQUIRE(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)) == cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// A stored operand: rows x cols with row stride ld, `batch` matrices apart by stride.
+struct Stored {
+  int64_t rows, cols, ld, stride, count;
+  size_t size() const { return static_cast<size_t>((count - 1) * stride + rows * ld); }
+};
+
+Stored stored(int64_t rows, int64_t cols, int64_t pad, int64_t batch, bool broadcast) {
+  const int64_t ld = std::max<int64_t>(cols + pad, 1);
+  // A batch stride a little larger than one matrix, so entries do not simply abut.
+  const int64_t stride = broadcast ? 0 : rows * ld + 8;
+  return {rows, cols, ld, stride, broadcast ? 1 : batch};
+}
+
+template <class T>
+void run_case(const Case& c, std::mt19937& rng) {
+  INFO(c.describe());
+  const Stored sa = stored(c.ta == Transpose::no ? c.m : c.k, c.ta == Transpose::no ? c.k : c.m, c.pad_a, c.batch,
+                           c.broadcast_a);
+  const Stored sb = stored(c.tb == Transpose::no ? c.k : c.n, c.tb == Transpose::no ? c.n : c.k, c.pad_b, c.batch,
+                           c.broadcast_b);
+  const Stored sc = stored(c.m, c.n, c.pad_c, c.batch, false);
+
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<T> ha(sa.size() + c.offset_a), hb(sb.size()), hc(sc.size());
+  for (T& v : ha) v = T(dist(rng));
+  for (T& v : hb) v = T(dist(rng));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (T& v : hc) v = T(c.beta == 0.f ? nan : dist(rng));
+  // Padding and gaps of C hold a sentinel that must survive.
+  const float sentinel = 7.f;
+  std::vector<bool> is_c(hc.size(), false);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) is_c[b * sc.stride + i * sc.ld + j] = true;
+  for (size_t e = 0; e < hc.size(); ++e)
+    if (!is_c[e]) hc[e] = T(sentinel);
+
+  DeviceBuffer<T> da(ha.size()), db(hb.size()), dc(hc.size());
+  REQUIRE(cudaMemcpy(da.ptr, ha.data(), ha.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(db.ptr, hb.data(), hb.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dc.ptr, hc.data(), hc.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  if (c.batch == 1 && c.offset_a % 2 == 0) {
+    kc::gemm<T>(c.ta, c.tb, c.m, c.n, c.k, c.alpha, da.ptr + c.offset_a, sa.ld, db.ptr, sb.ld, c.beta, dc.ptr, sc.ld,
+                stream);
+  } else {
+    kc::gemm_batched<T>(c.batch, c.ta, c.tb, c.m, c.n, c.k, c.alpha, da.ptr + c.offset_a, sa.ld, sa.stride, db.ptr,
+                        sb.ld, sb.stride, c.beta, dc.ptr, sc.ld, sc.stride, stream);
+  }
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  std::vector<T> out(hc.size());
+  REQUIRE(cudaMemcpy(out.data(), dc.ptr, out.size() * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+
+  auto a_at = [&](int64_t b, int64_t i, int64_t p) {
+    const int64_t base = c.offset_a + b * sa.stride;
+    return to_double(ha[base + (c.ta == Transpose::no ? i * sa.ld + p : p * sa.ld + i)]);
+  };
+  auto b_at = [&](int64_t bz, int64_t p, int64_t j) {
+    const int64_t base = bz * sb.stride;
+    return to_double(hb[base + (c.tb == Transpose::no ? p * sb.ld + j : j * sb.ld + p)]);
+  };
+  double err2 = 0, ref2 = 0;
+  int64_t non_finite = 0, sentinel_changed = 0;
+  for (int64_t bz = 0; bz < c.batch; ++bz) {
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < c.k; ++p) sum += a_at(bz, i, p) * b_at(bz, p, j);
+        const size_t e = bz * sc.stride + i * sc.ld + j;
+        double ref = c.alpha * sum;
+        if (c.beta != 0.f) ref += c.beta * to_double(hc[e]);
+        const double got = to_double(out[e]);
+        if (!std::isfinite(got)) ++non_finite;
+        err2 += (got - ref) * (got - ref);
+        ref2 += ref * ref;
+      }
+    }
+  }
+  for (size_t e = 0; e < out.size(); ++e)
+    if (!is_c[e] && to_double(out[e]) != sentinel) ++sentinel_changed;
+  CHECK(non_finite == 0);
+  CHECK(sentinel_changed == 0);
+  const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  CHECK(rel <= tolerance<T>());
+}
+
+constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
+constexpr Transpose kBoth[] = {kN, kT};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm matches a double-precision triple loop on odd and tile-sized shapes", "[gpu][gemm]", float,
+                   bf16, f16) {
+  std::mt19937 rng(1234);
+  struct Dims {
+    int64_t m, n, k;
+  };
+  const Dims dims[] = {{1, 1, 1},     {7, 7, 7},     {33, 33, 33},   {129, 129, 129}, {256, 256, 256},
+                       {1, 256, 64},  {256, 1, 64},  {64, 48, 1},    {129, 136, 72},  {200, 64, 520},
+                       {7, 129, 33},  {128, 128, 32}, {96, 264, 200}, {384, 256, 1024}};
+  for (Transpose ta : kBoth)
+    for (Transpose tb : kBoth)
+      for (const Dims& d : dims) run_case<TestType>({.ta = ta, .tb = tb, .m = d.m, .n = d.n, .k = d.k}, rng);
+}
+
+TEMPLATE_TEST_CASE("gemm honours padded leading dims and misaligned pointers", "[gpu][gemm]", float, bf16, f16) {
+  std::mt19937 rng(99);
+  for (Transpose ta : kBoth) {
+    for (Transpose tb : kBoth) {
+      // Pads of 8 keep rows 16-byte aligned (the cp.async path for the half types);
+      // odd pads and an odd pointer offset force the guarded path.
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 136, .n = 72, .k = 96, .pad_a = 8, .pad_b = 16, .pad_c = 8}, rng);
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 129, .n = 65, .k = 100, .pad_a = 3, .pad_b = 5, .pad_c = 1}, rng);
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 64, .n = 64, .k = 64, .offset_a = 1}, rng);
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 64, .n = 40, .k = 48, .pad_c = 1}, rng);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("gemm_batched with batch strides, broadcasts, alpha and beta", "[gpu][gemm]", float, bf16, f16) {
+  std::mt19937 rng(7);
+  for (Transpose ta : kBoth) {
+    for (Transpose tb : kBoth) {
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 64, .n = 80, .k = 48, .batch = 3}, rng);
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 33, .n = 17, .k = 9, .batch = 4, .broadcast_a = true}, rng);
+      run_case<TestType>(
+          {.ta = ta, .tb = tb, .m = 128, .n = 64, .k = 96, .batch = 2, .broadcast_b = true, .alpha = -0.5f}, rng);
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 65, .n = 130, .k = 70, .alpha = 1.5f, .beta = 0.5f}, rng);
+      run_case<TestType>(
+          {.ta = ta, .tb = tb, .m = 128, .n = 128, .k = 64, .batch = 2, .alpha = 0.25f, .beta = -2.f}, rng);
+    }
+  }
+  // alpha == 0 and k == 0 scale C by beta without reading A or B.
+  run_case<TestType>({.m = 40, .n = 24, .k = 16, .alpha = 0.f, .beta = 0.75f}, rng);
+  run_case<TestType>({.m = 40, .n = 24, .k = 0, .beta = 1.f}, rng);
+  run_case<TestType>({.m = 8, .n = 8, .k = 0, .beta = 0.f}, rng);
+}
+
+TEST_CASE("gemm rejects bad arguments with an error", "[gpu][gemm]") {
+  float* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(float)) == cudaSuccess);
+  CHECK_THROWS_WITH(kc::gemm<float>(kN, kN, 4, 4, 4, 1.f, p, 3, p, 4, 0.f, p, 4, nullptr), Catch::Contains("lda"));
+  CHECK_THROWS_WITH(kc::gemm<float>(kN, kT, 4, 4, 4, 1.f, p, 4, p, 3, 0.f, p, 4, nullptr), Catch::Contains("ldb"));
+  CHECK_THROWS_WITH(kc::gemm_batched<float>(2, kN, kN, 2, 2, 2, 1.f, p, 2, 4, p, 2, 4, 0.f, p, 2, 0, nullptr),
+                    Catch::Contains("batch stride"));
+  cudaFree(p);
+}
