@@ -7,6 +7,16 @@
 // memcpy row copies 256 MiB and counts its read and its write. Times are medians of
 // 20 runs timed with events after 3 warm-up runs; inputs are hashed, non-zero values.
 //   cuda_elementwise_bench [elements]   (default 64M)
+//
+// Measured on an H100 80GB HBM3 (132 SMs), 64M elements, sm_90 build:
+//   memcpy d2d 256 MiB                 0.189 ms  2840 GB/s
+//   add f32 / bf16                     0.278 / 0.139 ms  2897 / 2893 GB/s  (102% / 102%)
+//   gelu_tanh f32 / bf16               0.190 / 0.121 ms  2822 / 2213 GB/s  ( 99% /  78%)
+//   gelu_erf f32 / bf16                0.192 / 0.163 ms  2798 / 1649 GB/s  ( 99% /  58%)
+//   add f32 / bf16 misaligned (1-D)    0.373 / 0.370 ms  2158 / 1088 GB/s  ( 76% /  38%)
+//   add f32 / bf16 transposed (N-D)    0.634 / 0.587 ms  1270 /  686 GB/s  ( 45% /  24%)
+// bf16 gelu is bound by arithmetic, not bytes (8 erfcf/expf per thread per 16 bytes);
+// the misaligned path moves 2-4 bytes per access, and the N-D path divides in 64 bits.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/scalar_types.h"

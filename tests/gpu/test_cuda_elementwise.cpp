@@ -391,7 +391,9 @@ TEST_CASE("cuda in-place ops match the cpu ones and write only self's elements",
           Tensor cpu_self = l.view(cpu_base), gpu_self = l.view(gpu_base);
           // other: the same shape, or one row broadcast over self's leading dims.
           Shape other_shape = cpu_self.sizes();
-          if (row && !other_shape.empty()) other_shape.erase(other_shape.begin(), other_shape.end() - 1);
+          if (row && !other_shape.empty()) {
+            other_shape.erase(other_shape.begin(), other_shape.end() - 1);  // keep the last dim
+          }
           Tensor other = name.starts_with("div_")
                              ? integer_operand("div", true, contiguous(other_shape), dtype).cpu
                              : random_tensor(other_shape, dtype, r.lo, r.hi);
