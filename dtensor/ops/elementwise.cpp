@@ -1,10 +1,18 @@
 // Elementwise ops: input checks, result allocation, broadcasting by expand() (stride-0
-// views, never copies) and dispatch by dtype into kernels/cpu/elementwise.h.
+// views, never copies) and dispatch by dtype into the kernels of the operands' device:
+// kernels/cpu/elementwise.h, or kernels/cuda/elementwise.h on the device's current
+// stream in CUDA builds.
 #include "dtensor/ops/elementwise.h"
 
 #include "dtensor/factory.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/elementwise_ops.h"
+
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/elementwise.h"
+#endif
 
 #include <string_view>
 
@@ -12,22 +20,77 @@ namespace dtr {
 
 namespace {
 
-using kernels::cpu::BinaryOp;
-using kernels::cpu::CompareOp;
-using kernels::cpu::ElementTest;
-using kernels::cpu::UnaryOp;
+using kernels::BinaryOp;
+using kernels::CompareOp;
+using kernels::ElementTest;
+using kernels::opmath_t;
+using kernels::UnaryOp;
+
+constexpr auto kKernels = ops::Kernels::cpu_and_cuda;
+
+// The elementwise kernels of one device behind one interface, so that each op is
+// written once: `k.binary(...)` takes the CPU kernel's arguments (the element type
+// is deduced from the pointers), and the CUDA flavour adds its stream.
+struct CpuKernels {
+  template <class... A>
+  void unary(A... a) const { kernels::cpu::unary(a...); }
+  template <class... A>
+  void binary(A... a) const { kernels::cpu::binary(a...); }
+  template <class... A>
+  void add_scaled(A... a) const { kernels::cpu::add_scaled(a...); }
+  template <class... A>
+  void compare(A... a) const { kernels::cpu::compare(a...); }
+  template <class... A>
+  void where(A... a) const { kernels::cpu::where(a...); }
+  template <class... A>
+  bool any_element(A... a) const { return kernels::cpu::any_element(a...); }
+};
+
+#ifdef DTR_WITH_CUDA
+struct CudaKernels {
+  cudaStream_t stream;
+  template <class... A>
+  void unary(A... a) const { kernels::cuda::unary(a..., stream); }
+  template <class... A>
+  void binary(A... a) const { kernels::cuda::binary(a..., stream); }
+  template <class... A>
+  void add_scaled(A... a) const { kernels::cuda::add_scaled(a..., stream); }
+  template <class... A>
+  void compare(A... a) const { kernels::cuda::compare(a..., stream); }
+  template <class... A>
+  void where(A... a) const { kernels::cuda::where(a..., stream); }
+  template <class... A>
+  bool any_element(A... a) const { return kernels::cuda::any_element(a..., stream); }
+};
+#endif
+
+// Calls fn(kernels) with the kernels of `device` (cpu or cuda; never meta). On cuda
+// the device is made current and the kernels launch on its current stream.
+template <class Fn>
+decltype(auto) with_kernels(Device device, Fn&& fn) {
+#ifdef DTR_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::DeviceGuard guard(device.index);
+    return fn(CudaKernels{cuda::current_stream(device.index)});
+  }
+#endif
+  DTR_INTERNAL_ASSERT(device.is_cpu(), "elementwise kernels on {}", device);
+  return fn(CpuKernels{});
+}
 
 int ndim_of(const Shape& shape) { return static_cast<int>(shape.size()); }
 
 bool is_integer(DType dtype) { return !is_floating(dtype); }
 
-// True when some element of t (a cpu tensor) passes `test`.
+// True when some element of t (a cpu or cuda tensor) passes `test`.
 bool any_element(ElementTest test, const Tensor& t) {
   if (t.numel() == 0) return false;
   return dispatch_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return kernels::cpu::any_element<T>(test, static_cast<int>(t.dim()), t.sizes().data(),
-                                        t.data<T>(), t.strides().data());
+    return with_kernels(t.device(), [&](auto k) {
+      return k.any_element(test, static_cast<int>(t.dim()), t.sizes().data(), t.data<T>(),
+                           t.strides().data());
+    });
   });
 }
 
@@ -55,16 +118,18 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }
 
 Tensor unary_op(std::string_view op, UnaryOp kind, const Tensor& x) {
-  Device device = ops::check_device(op, {&x});
+  Device device = ops::check_device(op, {&x}, kKernels);
   Tensor out;
   auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
     out = empty(x.sizes(), {.dtype = x.dtype(), .device = device});
     if (device.is_meta() || out.numel() == 0) return;
-    kernels::cpu::unary<T>(kind, ndim_of(x.sizes()), x.sizes().data(), x.data<T>(),
-                           x.strides().data(), out.data<T>(), out.strides().data());
+    with_kernels(device, [&](auto k) {
+      k.unary(kind, ndim_of(x.sizes()), x.sizes().data(), x.data<T>(), x.strides().data(),
+              out.data<T>(), out.strides().data());
+    });
   };
-  if (kernels::cpu::is_floating_only(kind)) {
+  if (kernels::is_floating_only(kind)) {
     dispatch_floating(x.dtype(), op, run);
   } else {
     dispatch_dtype(x.dtype(), run);
@@ -74,7 +139,7 @@ Tensor unary_op(std::string_view op, UnaryOp kind, const Tensor& x) {
 
 // Device, dtype and broadcast checks of a binary op; returns the result shape.
 Shape check_binary(std::string_view op, const Tensor& a, const Tensor& b) {
-  ops::check_device(op, {&a, &b});
+  ops::check_device(op, {&a, &b}, kKernels);
   ops::check_same_dtype(op, {&a, &b});
   return ops::broadcast_shapes(op, a.sizes(), b.sizes());
 }
@@ -87,9 +152,10 @@ Tensor binary_op(std::string_view op, BinaryOp kind, const Tensor& a, const Tens
   Tensor ae = a.expand(shape), be = b.expand(shape);
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kernels::cpu::binary<T>(kind, ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
-                            be.data<T>(), be.strides().data(), out.data<T>(),
-                            out.strides().data());
+    with_kernels(out.device(), [&](auto k) {
+      k.binary(kind, ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
+               be.data<T>(), be.strides().data(), out.data<T>(), out.strides().data());
+    });
   });
   return out;
 }
@@ -101,9 +167,10 @@ Tensor compare_op(std::string_view op, CompareOp kind, const Tensor& a, const Te
   Tensor ae = a.expand(shape), be = b.expand(shape);
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kernels::cpu::compare<T>(kind, ndim_of(shape), shape.data(), ae.data<T>(),
-                             ae.strides().data(), be.data<T>(), be.strides().data(),
-                             out.data<uint8_t>(), out.strides().data());
+    with_kernels(out.device(), [&](auto k) {
+      k.compare(kind, ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
+                be.data<T>(), be.strides().data(), out.data<uint8_t>(), out.strides().data());
+    });
   });
   return out;
 }
@@ -146,14 +213,15 @@ const Tensor& inplace_op(std::string_view op, BinaryOp kind, const Tensor& self,
     using T = typename decltype(tag)::type;
     const int nd = ndim_of(shape);
     T* s = self.data<T>();
-    if (scaled) {
-      kernels::cpu::add_scaled<T>(nd, shape.data(), s, self.strides().data(), oe.data<T>(),
-                                  oe.strides().data(), alpha.to<kernels::cpu::opmath_t<T>>(), s,
-                                  self.strides().data());
-    } else {
-      kernels::cpu::binary<T>(kind, nd, shape.data(), s, self.strides().data(), oe.data<T>(),
-                              oe.strides().data(), s, self.strides().data());
-    }
+    with_kernels(self.device(), [&](auto k) {
+      if (scaled) {
+        k.add_scaled(nd, shape.data(), s, self.strides().data(), oe.data<T>(),
+                     oe.strides().data(), alpha.to<opmath_t<T>>(), s, self.strides().data());
+      } else {
+        k.binary(kind, nd, shape.data(), s, self.strides().data(), oe.data<T>(),
+                 oe.strides().data(), s, self.strides().data());
+      }
+    });
   });
   return self;
 }
@@ -194,10 +262,11 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   Tensor ae = a.expand(shape), be = b.expand(shape);
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kernels::cpu::add_scaled<T>(ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
-                                be.data<T>(), be.strides().data(),
-                                alpha.to<kernels::cpu::opmath_t<T>>(), out.data<T>(),
-                                out.strides().data());
+    with_kernels(out.device(), [&](auto k) {
+      k.add_scaled(ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(), be.data<T>(),
+                   be.strides().data(), alpha.to<opmath_t<T>>(), out.data<T>(),
+                   out.strides().data());
+    });
   });
   return out;
 }
@@ -261,7 +330,7 @@ DTR_DEFINE_COMPARE(ge)
 #undef DTR_DEFINE_COMPARE
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  Device device = ops::check_device("where", {&cond, &a, &b});
+  Device device = ops::check_device("where", {&cond, &a, &b}, kKernels);
   DTR_CHECK(cond.dtype() == DType::u8, "where: cond must have dtype u8, got {} (shape {})",
             cond.dtype(), shape_str(cond.sizes()));
   DTR_CHECK(a.dtype() == b.dtype(),
@@ -274,9 +343,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor ce = cond.expand(shape), ae = a.expand(shape), be = b.expand(shape);
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kernels::cpu::where<T>(ndim_of(shape), shape.data(), ce.data<uint8_t>(), ce.strides().data(),
-                           ae.data<T>(), ae.strides().data(), be.data<T>(), be.strides().data(),
-                           out.data<T>(), out.strides().data());
+    with_kernels(device, [&](auto k) {
+      k.where(ndim_of(shape), shape.data(), ce.data<uint8_t>(), ce.strides().data(), ae.data<T>(),
+              ae.strides().data(), be.data<T>(), be.strides().data(), out.data<T>(),
+              out.strides().data());
+    });
   });
   return out;
 }

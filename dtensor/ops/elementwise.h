@@ -2,6 +2,8 @@
 // NumPy broadcasting, comparisons, where(), in-place arithmetic and cast().
 //
 // Rules shared by every op here:
+//   - Every op runs on cpu tensors and, in CUDA builds, on cuda tensors (launched on
+//     the device's current stream; results match the CPU's, see kernels/cuda/elementwise.h).
 //   - Operands must be on the same device and have the same dtype (no implicit
 //     promotion: cast first). A Scalar operand is converted to the tensor's dtype,
 //     so int_tensor + 2.7 adds 2, and u8_tensor + (-1) adds 255.

@@ -1,4 +1,4 @@
-// Op names, where(), and the element tests integer ops run before they compute.
+// where(), and the element tests integer ops run before they compute.
 // The unary and binary kernels live in elementwise_unary.cpp and elementwise_binary.cpp.
 #include "kernels/cpu/elementwise.h"
 
@@ -9,63 +9,6 @@
 #include <type_traits>
 
 namespace dtr::kernels::cpu {
-
-std::string_view unary_op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::abs: return "abs";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::square: return "square";
-    case UnaryOp::reciprocal: return "reciprocal";
-    case UnaryOp::sin: return "sin";
-    case UnaryOp::cos: return "cos";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::gelu_tanh: return "gelu_tanh";
-    case UnaryOp::gelu_erf: return "gelu_erf";
-    case UnaryOp::silu: return "silu";
-  }
-  return "unknown unary op";
-}
-
-std::string_view binary_op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-    case BinaryOp::pow: return "pow";
-    case BinaryOp::maximum: return "maximum";
-    case BinaryOp::minimum: return "minimum";
-  }
-  return "unknown binary op";
-}
-
-std::string_view compare_op_name(CompareOp op) {
-  switch (op) {
-    case CompareOp::eq: return "eq";
-    case CompareOp::ne: return "ne";
-    case CompareOp::lt: return "lt";
-    case CompareOp::le: return "le";
-    case CompareOp::gt: return "gt";
-    case CompareOp::ge: return "ge";
-  }
-  return "unknown compare op";
-}
-
-bool is_floating_only(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg:
-    case UnaryOp::abs:
-    case UnaryOp::square:
-    case UnaryOp::relu: return false;
-    default: return true;
-  }
-}
 
 template <class T>
 void where(int ndim, const int64_t* sizes, const uint8_t* cond, const int64_t* cond_strides,

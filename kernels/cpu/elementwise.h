@@ -7,6 +7,8 @@
 // in-place op); any other overlap between output and inputs is the caller's to
 // avoid. Rows are split across threads for large shapes (strided_loop.h).
 //
+// The op codes live in kernels/elementwise_ops.h (shared with kernels/cuda/).
+//
 // Math runs in opmath_t<T>: float for bf16 and f16 (each result rounded once on
 // store), T itself otherwise. Integer semantics:
 //   - add, sub, mul, neg, abs, square and pow wrap around on overflow (two's
@@ -21,49 +23,23 @@
 // neither overflow nor cancel at large |x| (see elementwise_unary.cpp).
 #pragma once
 
+#include "kernels/elementwise_ops.h"
 #include "kernels/scalar_types.h"
 
 #include <cstdint>
-#include <string_view>
-#include <type_traits>
 
 namespace dtr::kernels::cpu {
 
-// The type elementwise math runs in for element type T.
-template <class T>
-using opmath_t = std::conditional_t<is_half_v<T>, float, T>;
-
-enum class UnaryOp {
-  neg,
-  abs,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  square,
-  reciprocal,
-  sin,
-  cos,
-  tanh,
-  sigmoid,
-  relu,
-  gelu_tanh,  // x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-  gelu_erf,   // x * 0.5 * (1 + erf(x / sqrt(2)))
-  silu,       // x * sigmoid(x)
-};
-
-enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum };
-
-enum class CompareOp { eq, ne, lt, le, gt, ge };
-
-// Element tests for the checks integer ops need before they run.
-enum class ElementTest { zero, negative };
-
-std::string_view unary_op_name(UnaryOp op);      // "neg", "gelu_tanh", ...
-std::string_view binary_op_name(BinaryOp op);    // "add", ...
-std::string_view compare_op_name(CompareOp op);  // "eq", ...
-// True for the ops defined on floating types only (everything but neg, abs, square, relu).
-bool is_floating_only(UnaryOp op);
+// The op codes, their names and opmath_t are shared with the CUDA kernels.
+using kernels::BinaryOp;
+using kernels::binary_op_name;
+using kernels::compare_op_name;
+using kernels::CompareOp;
+using kernels::ElementTest;
+using kernels::is_floating_only;
+using kernels::opmath_t;
+using kernels::unary_op_name;
+using kernels::UnaryOp;
 
 // out[i] = op(x[i]).
 template <class T>
