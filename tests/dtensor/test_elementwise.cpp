@@ -168,7 +168,7 @@ TEST_CASE("sigmoid, silu and gelu give no NaN or overflow at large |x|", "[eleme
   CHECK(gelu(x).to_vector<float>()[0] == 0.f);
 }
 
-TEST_CASE("binary ops broadcast [4,1,3] with [5,1] to [4,5,3]", "[elementwise][ops]") {
+TEST_CASE("binary ops broadcast (4,1,3) with (5,1) to (4,5,3)", "[elementwise][ops]") {
   std::vector<double> av(12), bv(5);
   for (int i = 0; i < 12; ++i) av[i] = 0.25 * i + 0.5;
   for (int j = 0; j < 5; ++j) bv[j] = 0.5 * j - 1.25;

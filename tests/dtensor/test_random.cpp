@@ -104,7 +104,7 @@ uint16_t nearest_bf16_bits(double x) {
 
 }  // namespace
 
-TEST_CASE("filling rows [k, m) through a LogicalSlice equals those rows of the whole fill",
+TEST_CASE("filling rows k..m through a LogicalSlice equals those rows of the whole fill",
           "[random]") {
   const int64_t n = 37, d = 5;  // odd sizes put box edges inside Philox blocks and pairs
   const std::pair<int64_t, int64_t> row_ranges[] = {{0, 37}, {0, 1},   {3, 4},  {5, 17},
@@ -290,7 +290,7 @@ TEST_CASE("trunc_normal_ in f32, bf16 and f16 is the f64 value rounded once", "[
   }
 }
 
-TEST_CASE("uniform_ has mean 1/2 and variance 1/12 and stays in [lo, hi)", "[random][stats]") {
+TEST_CASE("uniform_ has mean 1/2 and variance 1/12 and stays in lo..hi", "[random][stats]") {
   // 1e6 samples: the standard error of the mean is 2.9e-4 and of the variance 7.5e-5;
   // the tolerances are about 5 standard errors.
   const int64_t n = 1'000'000;
@@ -315,7 +315,7 @@ TEST_CASE("uniform_ has mean 1/2 and variance 1/12 and stays in [lo, hi)", "[ran
   CHECK(*std::max_element(v.begin(), v.end()) < 5.0);
 }
 
-TEST_CASE("bf16 and f16 uniforms never reach hi; lo == hi fills lo", "[random]") {
+TEST_CASE("bf16 and f16 uniforms never reach hi, and lo == hi fills lo", "[random]") {
   Generator g(3);
   auto vbf = values_of(rand({200000}, {.dtype = DType::bf16}, &g));
   CHECK(*std::max_element(vbf.begin(), vbf.end()) == 1.0 - 0x1p-8);  // the bf16 below 1
@@ -352,7 +352,7 @@ TEST_CASE("normal_ has mean 0, std 1 and normal tails", "[random][stats]") {
   CHECK(std::sqrt(m.var) == Approx(3).margin(3 * 4e-3));
 }
 
-TEST_CASE("trunc_normal_ stays in [a, b] with the truncated normal's mean and variance",
+TEST_CASE("trunc_normal_ stays within a..b with the truncated normal's mean and variance",
           "[random][stats]") {
   const int64_t n = 1'000'000;
   struct Case {
@@ -407,7 +407,7 @@ TEST_CASE("trunc_normal_ with std 0 or no representable mass fills the clamped m
   for (double x : values_of(h)) CHECK(x == -(1 + 0x1p-10));
 }
 
-TEST_CASE("the same seed gives the same values; other seeds and later fills differ", "[random]") {
+TEST_CASE("the same seed gives the same values, other seeds and later fills differ", "[random]") {
   const int64_t n = 4096;
   for (Kind kind : kKinds) {
     INFO(kind_name(kind));

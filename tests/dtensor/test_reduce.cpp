@@ -183,7 +183,7 @@ TEST_CASE("reductions of transposed and sliced views use the logical elements", 
   }
 }
 
-TEST_CASE("integer sums return i64; integer max/min keep the dtype", "[reduce]") {
+TEST_CASE("integer sums return i64, integer max/min keep the dtype", "[reduce]") {
   Tensor u = full({3, 1000}, 250, {.dtype = DType::u8});
   Tensor su = sum(u, {1});
   CHECK(su.dtype() == DType::i64);

@@ -89,7 +89,7 @@ TEST_CASE("slice clamps like Python and steps", "[views]") {
   CHECK_THROWS_WITH(a.narrow(0, 8, 3), Catch::Contains("[8, 11) is out of range"));
 }
 
-TEST_CASE("copy_ broadcasts and converts; clone does not alias", "[views]") {
+TEST_CASE("copy_ broadcasts and converts, and clone does not alias", "[views]") {
   Tensor dst = zeros({2, 3}, {.dtype = DType::f64});
   dst.copy_(from_vector<int32_t>({1, 2, 3}));
   CHECK(dst.to_vector<double>() == std::vector<double>{1, 2, 3, 1, 2, 3});

@@ -182,7 +182,7 @@ TEST_CASE("sigmoid, silu and gelu stay finite and accurate at large |x|",
   CHECK(sigd[1] == Approx(3.7200759760208361e-44).epsilon(1e-12));
 }
 
-TEST_CASE("floating-only unary ops reject integer element types; the others wrap",
+TEST_CASE("floating-only unary ops reject integer element types, the others wrap",
           "[elementwise][kernels]") {
   const std::vector<int64_t> x = {-5, 0, 7, std::numeric_limits<int64_t>::min()};
   const int64_t n = 4, one = 1;
@@ -349,7 +349,7 @@ TEST_CASE("integer binary ops truncate, wrap and never trap", "[elementwise][ker
   CHECK(o8 == std::vector<uint8_t>{2, 0, 35});
 }
 
-TEST_CASE("broadcast strides: [4,1,3] + [5,1] gives [4,5,3]", "[elementwise][kernels]") {
+TEST_CASE("broadcast strides: (4,1,3) + (5,1) gives (4,5,3)", "[elementwise][kernels]") {
   std::vector<float> a(12), b(5);
   for (int i = 0; i < 12; ++i) a[i] = 0.5f * i;
   for (int j = 0; j < 5; ++j) b[j] = 100.f * (j + 1);
