@@ -4,8 +4,10 @@
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/gemm.h"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace dtr {
 
