@@ -124,7 +124,7 @@ void product_into(std::string_view op, const Tensor& a, const Tensor& b, const T
   batched_product(op, a_in.expand(a_shape), la, b_in.expand(b_shape), lb, out, alpha, beta);
 }
 
-// Device, dtype (shared, floating) of two or three operands.
+// The operands share one device and one floating dtype.
 void check_operands(std::string_view op, std::initializer_list<const Tensor*> operands) {
   ops::check_device(op, operands);
   DType dtype = ops::check_same_dtype(op, operands);
