@@ -1,0 +1,220 @@
+#include "dtensor/ops/matmul.h"
+
+#include "dtensor/factory.h"
+#include "dtensor/ops/op_checks.h"
+#include "kernels/cpu/gemm.h"
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace dtr {
+
+namespace {
+
+using kernels::cpu::Transpose;
+
+// How the GEMM kernel reads the last two dims of an operand: as stored row-major
+// (Transpose::no) or as the transpose of a stored row-major matrix, with row stride ld.
+struct MatrixLayout {
+  Transpose trans = Transpose::no;
+  int64_t ld = 0;
+};
+
+// The layout that reads t's last two dims in place, if any: unit stride along one
+// dim and a non-overlapping stride along the other. A size-1 dim's stride is free.
+std::optional<MatrixLayout> in_place_layout(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t row_stride = t.stride(-2), col_stride = t.stride(-1);
+  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= cols)) {
+    return MatrixLayout{Transpose::no, rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride};
+  }
+  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= rows)) {
+    return MatrixLayout{Transpose::yes, cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride};
+  }
+  return std::nullopt;
+}
+
+// t itself when the kernel can read it in place, else a contiguous copy; and how to read it.
+std::pair<Tensor, MatrixLayout> kernel_operand(const Tensor& t) {
+  if (auto layout = in_place_layout(t)) return {t, *layout};
+  Tensor copy = t.contiguous();
+  return {copy, *in_place_layout(copy)};
+}
+
+// The stride of dims [begin, end) of a layout merged into one dim, or nothing when
+// they do not merge (0 when every one of them has size 1).
+std::optional<int64_t> merged_stride(const Shape& sizes, const Shape& strides, size_t begin,
+                                     size_t end) {
+  std::optional<int64_t> inner;
+  int64_t next_outer = 0;  // the stride the next non-size-1 dim outwards must have
+  for (size_t d = end; d-- > begin;) {
+    if (sizes[d] == 1) continue;
+    if (inner && strides[d] != next_outer) return std::nullopt;
+    if (!inner) inner = strides[d];
+    next_outer = strides[d] * sizes[d];
+  }
+  return inner.value_or(0);
+}
+
+// out[batch..., m, n] = alpha * a[batch..., m, k] . b[batch..., k, n] + beta * out, where
+// a and b are expanded to out's batch dims, read as la and lb, and out is contiguous.
+// The longest run of trailing batch dims that merges for both operands goes to the
+// kernel as one strided batch; the leading batch dims are looped over here.
+void batched_product(std::string_view op, const Tensor& a, MatrixLayout la, const Tensor& b,
+                     MatrixLayout lb, const Tensor& out, Scalar alpha, Scalar beta) {
+  const size_t batch_dims = static_cast<size_t>(out.dim()) - 2;
+  const Shape& batch = out.sizes();  // its first batch_dims entries
+  size_t split = 0;                  // first batch dim handed to the kernel
+  while (split < batch_dims && !(merged_stride(a.sizes(), a.strides(), split, batch_dims) &&
+                                 merged_stride(b.sizes(), b.strides(), split, batch_dims))) {
+    ++split;
+  }
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < batch_dims; ++d) (d < split ? outer : inner) *= batch[d];
+  const int64_t stride_a = *merged_stride(a.sizes(), a.strides(), split, batch_dims);
+  const int64_t stride_b = *merged_stride(b.sizes(), b.strides(), split, batch_dims);
+  const int64_t stride_c = *merged_stride(out.sizes(), out.strides(), split, batch_dims);
+  const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
+
+  dispatch_floating(out.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.data<T>();
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t off_a = 0, off_b = 0, off_c = 0;
+      int64_t rem = o;
+      for (size_t d = split; d-- > 0;) {
+        const int64_t index = rem % batch[d];
+        rem /= batch[d];
+        off_a += index * a.stride(static_cast<int64_t>(d));
+        off_b += index * b.stride(static_cast<int64_t>(d));
+        off_c += index * out.stride(static_cast<int64_t>(d));
+      }
+      kernels::cpu::gemm_batched<T>(inner, la.trans, lb.trans, m, n, k, alpha.to<acc_t<T>>(),
+                                    pa + off_a, la.ld, stride_a, pb + off_b, lb.ld, stride_b,
+                                    beta.to<acc_t<T>>(), pc + off_c, out.stride(-2), stride_c);
+    }
+  });
+}
+
+// out = alpha * a . b + beta * out, with a [..., m, k] and b [..., k, n] whose batch
+// dims broadcast to those of out [..., m, n] (contiguous, on the cpu).
+void product_into(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out,
+                  Scalar alpha, Scalar beta) {
+  const int64_t k = a.size(-1), n = b.size(-1);
+  // [..., m, k] . [k, n] with a's leading dims mergeable into its rows: one [rows, k] GEMM.
+  if (b.dim() == 2 && a.dim() > 2 && (k <= 1 || a.stride(-1) == 1)) {
+    const size_t row_dims = static_cast<size_t>(a.dim()) - 1;
+    if (auto row_stride = merged_stride(a.sizes(), a.strides(), 0, row_dims)) {
+      const int64_t rows = numel_of(Shape(a.sizes().begin(), a.sizes().end() - 1));
+      Tensor a_rows = a.as_strided({rows, k}, {*row_stride, 1}, a.storage_offset());
+      product_into(op, a_rows, b, out.view({rows, n}), alpha, beta);
+      return;
+    }
+  }
+  Shape a_shape(out.sizes().begin(), out.sizes().end() - 2);
+  Shape b_shape = a_shape;
+  auto [a_in, la] = kernel_operand(a);
+  auto [b_in, lb] = kernel_operand(b);
+  a_shape.insert(a_shape.end(), {a.size(-2), k});
+  b_shape.insert(b_shape.end(), {k, n});
+  batched_product(op, a_in.expand(a_shape), la, b_in.expand(b_shape), lb, out, alpha, beta);
+}
+
+// The operands share one device and one floating dtype.
+void check_operands(std::string_view op, std::initializer_list<const Tensor*> operands) {
+  ops::check_device(op, operands);
+  DType dtype = ops::check_same_dtype(op, operands);
+  dispatch_floating(dtype, op, [](auto) {});
+}
+
+void check_inner_dims(std::string_view op, const Tensor& a, const Tensor& b, int64_t a_inner,
+                      int64_t b_inner) {
+  DTR_CHECK(a_inner == b_inner, "{}: inner dims differ: a is {}, b is {}", op, shape_str(a.sizes()),
+            shape_str(b.sizes()));
+}
+
+TensorOptions result_options(const Tensor& like) {
+  return {.dtype = like.dtype(), .device = like.device()};
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  constexpr std::string_view op = "matmul";
+  check_operands(op, {&a, &b});
+  DTR_CHECK(a.dim() >= 1 && b.dim() >= 1,
+            "matmul: both operands need at least 1 dim, got a of shape {} and b of shape {}",
+            shape_str(a.sizes()), shape_str(b.sizes()));
+  // 1-D operands become a row (a) or a column (b), removed from the result again.
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  check_inner_dims(op, a, b, a2.size(-1), b2.size(-2));
+
+  const Shape batch_a(a2.sizes().begin(), a2.sizes().end() - 2);
+  const Shape batch_b(b2.sizes().begin(), b2.sizes().end() - 2);
+  for (size_t i = 1; i <= std::min(batch_a.size(), batch_b.size()); ++i) {
+    const int64_t da = batch_a[batch_a.size() - i], db = batch_b[batch_b.size() - i];
+    DTR_CHECK(da == db || da == 1 || db == 1,
+              "matmul: batch dims do not broadcast: a is {}, b is {}", shape_str(a.sizes()),
+              shape_str(b.sizes()));
+  }
+  Shape shape = ops::broadcast_shapes(op, batch_a, batch_b);  // batch dims, then m and n
+  Shape result_shape = shape;
+  if (a.dim() > 1) result_shape.push_back(a2.size(-2));
+  if (b.dim() > 1) result_shape.push_back(b2.size(-1));
+  shape.insert(shape.end(), {a2.size(-2), b2.size(-1)});
+
+  Tensor out = empty(shape, result_options(a));
+  if (!out.device().is_meta()) product_into(op, a2, b2, out, 1, 0);
+  return out.view(result_shape);
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  constexpr std::string_view op = "mm";
+  check_operands(op, {&a, &b});
+  DTR_CHECK(a.dim() == 2 && b.dim() == 2,
+            "mm: expected 2-D tensors, got a of shape {} and b of shape {}", shape_str(a.sizes()),
+            shape_str(b.sizes()));
+  check_inner_dims(op, a, b, a.size(1), b.size(0));
+  Tensor out = empty({a.size(0), b.size(1)}, result_options(a));
+  if (!out.device().is_meta()) product_into(op, a, b, out, 1, 0);
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  constexpr std::string_view op = "bmm";
+  check_operands(op, {&a, &b});
+  DTR_CHECK(a.dim() == 3 && b.dim() == 3,
+            "bmm: expected 3-D tensors, got a of shape {} and b of shape {}", shape_str(a.sizes()),
+            shape_str(b.sizes()));
+  DTR_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: a is {}, b is {}",
+            shape_str(a.sizes()), shape_str(b.sizes()));
+  check_inner_dims(op, a, b, a.size(2), b.size(1));
+  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, result_options(a));
+  if (!out.device().is_meta()) product_into(op, a, b, out, 1, 0);
+  return out;
+}
+
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  constexpr std::string_view op = "addmm";
+  check_operands(op, {&c, &a, &b});
+  DTR_CHECK(a.dim() == 2 && b.dim() == 2,
+            "addmm: expected 2-D a and b, got a of shape {} and b of shape {}",
+            shape_str(a.sizes()), shape_str(b.sizes()));
+  check_inner_dims(op, a, b, a.size(1), b.size(0));
+  const Shape shape{a.size(0), b.size(1)};
+  DTR_CHECK(ops::broadcast_shapes(op, c.sizes(), shape) == shape,
+            "addmm: c of shape {} does not broadcast to the product's shape {}",
+            shape_str(c.sizes()), shape_str(shape));
+  Tensor out = empty(shape, result_options(a));
+  if (out.device().is_meta()) return out;
+  if (beta.to_double() != 0) out.copy_(c);  // beta == 0 leaves out unread by the kernel
+  product_into(op, a, b, out, alpha, beta);
+  return out;
+}
+
+}  // namespace dtr

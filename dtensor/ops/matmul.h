@@ -1,0 +1,35 @@
+// Matrix products on tensors: matmul (torch.matmul semantics), mm, bmm and addmm.
+//
+// All take floating tensors (f32, f64, bf16, f16) of one dtype on one device;
+// bf16 and f16 accumulate in f32. Results are new contiguous tensors allocated
+// under the thread's current MemoryTag. Operands whose last two dims are laid out
+// row-major or transposed (any row stride, unit column stride or the reverse) are
+// read in place; other layouts are copied to contiguous first. On the meta device
+// the result is an empty meta tensor of the right shape and nothing is computed.
+#pragma once
+
+#include "dtensor/tensor.h"
+
+namespace dtr {
+
+// torch.matmul:
+//   1-D . 1-D        -> 0-dim dot product ([k] . [k] -> [])
+//   2-D . 2-D        -> matrix product ([m, k] . [k, n] -> [m, n])
+//   1-D . N-D        -> a is treated as [1, k] and that dim is removed from the result
+//   N-D . 1-D        -> b is treated as [k, 1] and that dim is removed from the result
+//   N-D . N-D        -> batched over the leading dims, which broadcast (NumPy rules):
+//                       [j, 1, m, k] . [l, k, n] -> [j, l, m, n]
+// Both operands need at least one dim.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// [m, k] . [k, n] -> [m, n]; both operands exactly 2-D (no broadcasting).
+Tensor mm(const Tensor& a, const Tensor& b);
+
+// [batch, m, k] . [batch, k, n] -> [batch, m, n]; both exactly 3-D with equal batch.
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+// beta * c + alpha * (a . b) with a [m, k], b [k, n] and c broadcastable to [m, n].
+// As in torch, beta == 0 ignores c's values (NaN included).
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
+
+}  // namespace dtr
