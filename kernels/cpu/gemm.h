@@ -22,12 +22,13 @@
 #pragma once
 
 #include "kernels/scalar_types.h"
+#include "kernels/transpose.h"
 
 #include <cstdint>
 
 namespace dtr::kernels::cpu {
 
-enum class Transpose { no, yes };
+using kernels::Transpose;
 
 // One GEMM: C = alpha * op(A) . op(B) + beta * C.
 template <class T>
