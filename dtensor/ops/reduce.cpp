@@ -4,6 +4,11 @@
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/reduce.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/reduce.h"
+#endif
+
 #include <string>
 #include <string_view>
 
@@ -49,13 +54,66 @@ DType result_dtype(ReduceKind kind, DType input) {
   return input;
 }
 
+// The row kernels of one device behind one interface, so run_kernel() names each op once.
+struct CpuRowKernels {
+  template <class T>
+  void sum(const T* in, int64_t rows, int64_t cols, kernels::cpu::sum_out_t<T>* out) const {
+    kernels::cpu::sum_rows<T>(in, rows, cols, out);
+  }
+  template <class T>
+  void mean(const T* in, int64_t rows, int64_t cols, T* out) const {
+    kernels::cpu::mean_rows<T>(in, rows, cols, out);
+  }
+  template <class T>
+  void max(const T* in, int64_t rows, int64_t cols, T* out) const {
+    kernels::cpu::max_rows<T>(in, rows, cols, out);
+  }
+  template <class T>
+  void min(const T* in, int64_t rows, int64_t cols, T* out) const {
+    kernels::cpu::min_rows<T>(in, rows, cols, out);
+  }
+  template <class T>
+  void argmax(const T* in, int64_t rows, int64_t cols, int64_t* out) const {
+    kernels::cpu::argmax_rows<T>(in, rows, cols, out);
+  }
+};
+
+#ifdef DTR_WITH_CUDA
+// CUDA launches: on `stream` (the device's current one), with scratch for long rows.
+struct CudaRowKernels {
+  cudaStream_t stream;
+  void* workspace;
+  template <class T>
+  void sum(const T* in, int64_t rows, int64_t cols, kernels::cpu::sum_out_t<T>* out) const {
+    kernels::cuda::sum_rows<T>(in, rows, cols, out, workspace, stream);
+  }
+  template <class T>
+  void mean(const T* in, int64_t rows, int64_t cols, T* out) const {
+    kernels::cuda::mean_rows<T>(in, rows, cols, out, workspace, stream);
+  }
+  template <class T>
+  void max(const T* in, int64_t rows, int64_t cols, T* out) const {
+    kernels::cuda::max_rows<T>(in, rows, cols, out, workspace, stream);
+  }
+  template <class T>
+  void min(const T* in, int64_t rows, int64_t cols, T* out) const {
+    kernels::cuda::min_rows<T>(in, rows, cols, out, workspace, stream);
+  }
+  template <class T>
+  void argmax(const T* in, int64_t rows, int64_t cols, int64_t* out) const {
+    kernels::cuda::argmax_rows<T>(in, rows, cols, out, workspace, stream);
+  }
+};
+#endif
+
 // Runs the row kernel for `kind` on a contiguous [rows, cols] input into `out`.
-void run_kernel(ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols, const Tensor& out) {
-  namespace k = kernels::cpu;
+template <class RowKernels>
+void run_kernel(const RowKernels& k, ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols,
+                const Tensor& out) {
   if (kind == ReduceKind::mean) {
     dispatch_floating(in.dtype(), "mean", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      k::mean_rows<T>(in.data<T>(), rows, cols, out.data<T>());
+      k.template mean<T>(in.data<T>(), rows, cols, out.data<T>());
     });
     return;
   }
@@ -63,23 +121,40 @@ void run_kernel(ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols, c
     using T = typename decltype(tag)::type;
     switch (kind) {
       case ReduceKind::sum:
-        k::sum_rows<T>(in.data<T>(), rows, cols, out.data<k::sum_out_t<T>>());
+        k.template sum<T>(in.data<T>(), rows, cols, out.data<kernels::cpu::sum_out_t<T>>());
         break;
-      case ReduceKind::max: k::max_rows<T>(in.data<T>(), rows, cols, out.data<T>()); break;
-      case ReduceKind::min: k::min_rows<T>(in.data<T>(), rows, cols, out.data<T>()); break;
+      case ReduceKind::max: k.template max<T>(in.data<T>(), rows, cols, out.data<T>()); break;
+      case ReduceKind::min: k.template min<T>(in.data<T>(), rows, cols, out.data<T>()); break;
       case ReduceKind::argmax:
-        k::argmax_rows<T>(in.data<T>(), rows, cols, out.data<int64_t>());
+        k.template argmax<T>(in.data<T>(), rows, cols, out.data<int64_t>());
         break;
       case ReduceKind::mean: break;  // handled above
     }
   });
 }
 
+// Runs the reduction with the kernels of the device that holds `in` and `out`.
+void run_on_device(ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols, const Tensor& out) {
+#ifdef DTR_WITH_CUDA
+  if (in.device().is_cuda()) {
+    const int index = in.device().index;
+    cuda::DeviceGuard guard(index);
+    const int64_t bytes = static_cast<int64_t>(kernels::cuda::reduce_workspace_bytes(rows, cols));
+    const Tensor workspace =
+        bytes > 0 ? empty({bytes}, {.dtype = DType::u8, .device = in.device()}) : Tensor();
+    void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;
+    run_kernel(CudaRowKernels{cuda::current_stream(index), scratch}, kind, in, rows, cols, out);
+    return;
+  }
+#endif
+  run_kernel(CpuRowKernels{}, kind, in, rows, cols, out);
+}
+
 // Reduces `t` over `dims` (every dim when empty). The kept dims are moved first
 // and the reduced dims last, so the kernels see contiguous [rows, cols] rows.
 Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   const std::string_view op = op_name(kind);
-  const Device device = ops::check_device(op, {&t});
+  const Device device = ops::check_device(op, {&t}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(kind != ReduceKind::mean || is_floating(t.dtype()),
             "mean: expected a floating dtype (f32, f64, bf16, f16), got {} (cast with .to(dtype) "
             "first)",
@@ -109,7 +184,7 @@ Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims
 
   Tensor out = empty(out_shape, {.dtype = result_dtype(kind, t.dtype()), .device = device});
   if (device.is_meta() || rows == 0) return out;
-  run_kernel(kind, t.permute(perm).contiguous(), rows, cols, out);
+  run_on_device(kind, t.permute(perm).contiguous(), rows, cols, out);
   return out;
 }
 

@@ -10,8 +10,12 @@
 //   - max/min(t, dim) return only the values; argmax returns i64 indices (the
 //     first maximum; a NaN counts as the maximum). argmax(t) is the flat index
 //     into the row-major order of t, as a 0-d tensor.
-// Results are new contiguous tensors. Meta inputs give meta outputs of the
-// right shape and dtype without computing anything.
+// Results are new contiguous tensors on the input's device: cpu, or (in CUDA
+// builds) cuda, computed on the device's current stream by kernels/cuda/reduce.h.
+// Both are bitwise reproducible run to run; float sums on the two devices add in
+// different orders, so they agree within rounding, while max/min/argmax (up to
+// the sign of a zero) and integer sums agree exactly. Meta inputs give meta outputs of the right shape
+// and dtype without computing anything.
 #pragma once
 
 #include "dtensor/tensor.h"

@@ -4,6 +4,11 @@
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/softmax.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/softmax.h"
+#endif
+
 #include <string>
 #include <string_view>
 
@@ -13,11 +18,34 @@ namespace {
 
 enum class SoftmaxKind { softmax, log_softmax };
 
+// Runs the row kernel of `kind` on `device` (cuda: on its current stream).
+template <class T>
+void softmax_rows_on(const Device& device, SoftmaxKind kind, const T* in, int64_t rows,
+                     int64_t cols, T* out) {
+#ifdef DTR_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::DeviceGuard guard(device.index);
+    cudaStream_t stream = cuda::current_stream(device.index);
+    if (kind == SoftmaxKind::softmax) {
+      kernels::cuda::softmax_rows<T>(in, rows, cols, out, stream);
+    } else {
+      kernels::cuda::log_softmax_rows<T>(in, rows, cols, out, stream);
+    }
+    return;
+  }
+#endif
+  if (kind == SoftmaxKind::softmax) {
+    kernels::cpu::softmax_rows<T>(in, rows, cols, out);
+  } else {
+    kernels::cpu::log_softmax_rows<T>(in, rows, cols, out);
+  }
+}
+
 // Rows along `dim` are moved last (transpose + contiguous) for the kernel, and
 // the result is transposed back into a contiguous tensor of the input's shape.
 Tensor softmax_impl(SoftmaxKind kind, const Tensor& t, int64_t dim) {
   const std::string_view op = kind == SoftmaxKind::softmax ? "softmax" : "log_softmax";
-  const Device device = ops::check_device(op, {&t});
+  const Device device = ops::check_device(op, {&t}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(is_floating(t.dtype()),
             "{}: expected a floating dtype (f32, f64, bf16, f16), got {} (cast with .to(dtype) "
             "first)",
@@ -37,11 +65,7 @@ Tensor softmax_impl(SoftmaxKind kind, const Tensor& t, int64_t dim) {
   const int64_t rows = cols == 0 ? 0 : in.numel() / cols;
   dispatch_floating(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (kind == SoftmaxKind::softmax) {
-      kernels::cpu::softmax_rows<T>(in.data<T>(), rows, cols, out.data<T>());
-    } else {
-      kernels::cpu::log_softmax_rows<T>(in.data<T>(), rows, cols, out.data<T>());
-    }
+    softmax_rows_on<T>(device, kind, in.data<T>(), rows, cols, out.data<T>());
   });
   return d == last ? out : out.transpose(d, last).contiguous();
 }

@@ -2,8 +2,9 @@
 // floating dtypes, like torch.softmax / torch.log_softmax. Computed max-
 // subtracted in float (double for f64), so large inputs do not overflow.
 // Results are new contiguous tensors of the input's shape and dtype; a 0-d
-// input (dim 0 or -1) gives 1 (softmax) or 0 (log_softmax). Meta inputs give
-// meta outputs without computing anything.
+// input (dim 0 or -1) gives 1 (softmax) or 0 (log_softmax). Inputs on cpu or
+// (in CUDA builds) cuda are computed there, cuda on the device's current stream.
+// Meta inputs give meta outputs without computing anything.
 #pragma once
 
 #include "dtensor/tensor.h"

@@ -1,0 +1,423 @@
+// CUDA reductions (sum, mean, max, min, argmax) and softmax / log_softmax
+// against the CPU ops on the same inputs: each dim of a 3-D tensor, several
+// dims, keepdim, whole-tensor, non-contiguous views, every dtype, empty and
+// one-element shapes, a 2^24-element row, many short rows, the kernels'
+// size thresholds, NaN rows, -inf masks, huge values and run-to-run
+// determinism. Inputs are fresh random values each run (the seed is printed on
+// failure). Integer results and max/min/argmax must match bit for bit; float
+// sums within the error bound of two different summation orders:
+// |gpu - cpu| <= acc_rtol * sum|x| + out_rtol * |cpu| (acc_rtol from the
+// accumulation type, out_rtol one rounding of the output type).
+#include "dtensor/cuda/cuda_runtime.h"
+#include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/reduce.h"
+#include "dtensor/ops/softmax.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace dtr;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+unsigned fresh_seed() { return std::random_device{}(); }
+std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
+
+// Random values of `dtype` on the CPU: floats uniform in [lo, hi), integers over
+// a wide range (i64 small enough that 2^24 of them cannot overflow a sum).
+Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo = -2, double hi = 2) {
+  const int64_t n = numel_of(shape);
+  if (is_floating(dtype)) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<double> v(n);
+    for (double& x : v) x = dist(gen);
+    return from_vector(v, shape).to(dtype);
+  }
+  if (dtype == DType::u8) {
+    std::uniform_int_distribution<int> dist(0, 255);
+    std::vector<uint8_t> v(n);
+    for (uint8_t& x : v) x = static_cast<uint8_t>(dist(gen));
+    return from_vector(v, shape);
+  }
+  std::uniform_int_distribution<int64_t> dist(-1000000000, 1000000000);
+  std::vector<int64_t> v(n);
+  for (int64_t& x : v) x = dist(gen);
+  return from_vector(v, shape).to(dtype);
+}
+
+std::vector<double> values_of(const Tensor& t) { return t.to(kCpu).to(DType::f64).to_vector<double>(); }
+
+// Same dtype, shape and bytes.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(kCpu).contiguous(), y = b.to(kCpu).contiguous();
+  return x.dtype() == y.dtype() && x.sizes() == y.sizes() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.numel() * element_size(x.dtype())) == 0;
+}
+
+// Counts elements with |got - want| > acc_rtol * scale + out_rtol * |want| + atol
+// (infinities must match exactly and NaN must meet NaN); describes the first one.
+struct Mismatches {
+  int64_t count = 0;
+  std::string first;
+};
+
+Mismatches compare(const Tensor& got, const Tensor& want, const std::vector<double>& scale,
+                   double acc_rtol, double out_rtol, double atol = 0) {
+  const std::vector<double> g = values_of(got), w = values_of(want);
+  Mismatches m;
+  for (size_t i = 0; i < w.size(); ++i) {
+    bool ok;
+    if (std::isnan(w[i]) || std::isnan(g[i])) {
+      ok = std::isnan(w[i]) && std::isnan(g[i]);
+    } else if (std::isinf(w[i]) || std::isinf(g[i])) {
+      ok = g[i] == w[i];
+    } else {
+      const double s = scale.empty() ? 0.0 : scale[i];
+      ok = std::fabs(g[i] - w[i]) <= acc_rtol * s + out_rtol * std::fabs(w[i]) + atol;
+    }
+    if (!ok && m.count++ == 0) {
+      std::ostringstream os;
+      os.precision(17);
+      os << "index " << i << ": gpu " << g[i] << ", cpu " << w[i];
+      m.first = os.str();
+    }
+  }
+  return m;
+}
+
+#define CHECK_CLOSE(got, want, ...)                                   \
+  do {                                                                \
+    const Mismatches mm_ = compare((got), (want), __VA_ARGS__);       \
+    INFO(mm_.count << " mismatches; first at " << mm_.first);         \
+    CHECK(mm_.count == 0);                                            \
+  } while (0)
+
+// Summation error allowed relative to sum|x| (accumulation type) and one output rounding.
+double acc_rtol(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-5; }
+double out_rtol(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return 1.0 / 128;
+    case DType::f16: return 1.0 / 1024;
+    default: return 0;
+  }
+}
+
+enum class Op { sum, mean, max, min, argmax };
+const char* op_name(Op op) {
+  static const char* names[] = {"sum", "mean", "max", "min", "argmax"};
+  return names[static_cast<int>(op)];
+}
+
+// max / min / argmax take one dim (dims.size() == 1) or none (the whole tensor).
+Tensor apply(Op op, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  switch (op) {
+    case Op::sum: return sum(t, dims, keepdim);
+    case Op::mean: return mean(t, dims, keepdim);
+    case Op::max: return dims.empty() ? max(t) : max(t, dims[0], keepdim);
+    case Op::min: return dims.empty() ? min(t) : min(t, dims[0], keepdim);
+    case Op::argmax: return dims.empty() ? argmax(t) : argmax(t, dims[0], keepdim);
+  }
+  return {};
+}
+
+// The op on the GPU copy `gpu` of `cpu` (any view of it) against the CPU op.
+void check_op(Op op, const Tensor& cpu, const Tensor& gpu, const std::vector<int64_t>& dims,
+              bool keepdim) {
+  CAPTURE(op_name(op), dims, keepdim, cpu.sizes(), name_of(cpu.dtype()));
+  const Tensor want = apply(op, cpu, dims, keepdim);
+  const Tensor got = apply(op, gpu, dims, keepdim);
+  REQUIRE(got.device() == kGpu);
+  CHECK(got.sizes() == want.sizes());
+  CHECK(got.dtype() == want.dtype());
+  if (op == Op::max || op == Op::min || op == Op::argmax || !is_floating(cpu.dtype())) {
+    CHECK(same_bits(got, want));
+    return;
+  }
+  const Tensor magnitude = abs(cpu.to(DType::f64));
+  const Tensor scale = op == Op::sum ? sum(magnitude, dims, keepdim) : mean(magnitude, dims, keepdim);
+  CHECK_CLOSE(got, want, scale.to_vector<double>(), acc_rtol(cpu.dtype()), out_rtol(cpu.dtype()));
+}
+
+void check_all_ops(const Tensor& cpu, const Tensor& gpu, const std::vector<int64_t>& dims,
+                   bool keepdim) {
+  for (Op op : {Op::sum, Op::mean, Op::max, Op::min, Op::argmax}) {
+    if (op == Op::mean && !is_floating(cpu.dtype())) continue;
+    if (dims.size() > 1 && op != Op::sum && op != Op::mean) continue;
+    check_op(op, cpu, gpu, dims, keepdim);
+  }
+}
+
+const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
+                                       DType::i32, DType::i64, DType::u8};
+
+}  // namespace
+
+TEST_CASE("CUDA reductions along each dim, several dims, keepdim and whole-tensor match the CPU",
+          "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // dim 0: 37-element rows (warp per row); dims {1, 2}: 6450 (block per row);
+  // everything: 238650 elements in one row (two passes).
+  for (DType dtype : kAllDtypes) {
+    const Tensor cpu = random_cpu({37, 50, 129}, dtype, gen);
+    const Tensor gpu = cpu.to(kGpu);
+    for (const std::vector<int64_t>& dims :
+         std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {-1}, {0, 2}, {1, 2}, {0, 1}, {}}) {
+      for (bool keepdim : {false, true}) check_all_ops(cpu, gpu, dims, keepdim);
+    }
+  }
+}
+
+TEST_CASE("CUDA reductions of non-contiguous views match the CPU", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::f32, DType::bf16, DType::i64, DType::u8}) {
+    const Tensor base = random_cpu({40, 60, 70}, dtype, gen);
+    const Tensor base_gpu = base.to(kGpu);
+    auto views = [](const Tensor& b) {
+      return std::vector<Tensor>{b.transpose(0, 2), b.slice(1, 1, 60, 3).narrow(0, 2, 30),
+                                 b.permute({2, 0, 1}).slice(0, 0, 70, 2),
+                                 b.select(1, 3).unsqueeze(1).expand({40, 5, 70})};
+    };
+    const std::vector<Tensor> cpu_views = views(base), gpu_views = views(base_gpu);
+    for (size_t v = 0; v < cpu_views.size(); ++v) {
+      CAPTURE(v);
+      CHECK_FALSE(gpu_views[v].is_contiguous());
+      for (int64_t d = 0; d < 3; ++d) check_all_ops(cpu_views[v], gpu_views[v], {d}, false);
+      check_all_ops(cpu_views[v], gpu_views[v], {0, 2}, true);
+      check_all_ops(cpu_views[v], gpu_views[v], {}, false);
+    }
+  }
+}
+
+TEST_CASE("CUDA reductions of a 2^24-element row use the whole tensor", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::f32, DType::bf16, DType::u8, DType::i64}) {
+    const Tensor cpu = random_cpu({int64_t{1} << 24}, dtype, gen);
+    const Tensor gpu = cpu.to(kGpu);
+    check_all_ops(cpu, gpu, {}, false);
+    check_all_ops(cpu, gpu, {0}, true);
+  }
+  // u8 sums past the i32 range are exact in i64.
+  const Tensor big = full({int64_t{1} << 24}, 255, {.dtype = DType::u8, .device = kGpu});
+  CHECK(sum(big).item<int64_t>() == 255 * (int64_t{1} << 24));
+}
+
+TEST_CASE("CUDA reductions of many short rows and of rows at the kernels' size thresholds",
+          "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // Many short rows: one warp per row (and dim 0 of a wide tensor: rows of 3).
+  for (DType dtype : {DType::f32, DType::u8}) {
+    const Tensor cpu = random_cpu({int64_t{1} << 20, 3}, dtype, gen);
+    const Tensor gpu = cpu.to(kGpu);
+    check_all_ops(cpu, gpu, {1}, false);
+    const Tensor wide = random_cpu({3, int64_t{1} << 18}, dtype, gen);
+    check_all_ops(wide, wide.to(kGpu), {0}, false);
+  }
+  // Rows around the warp / block / split limits, with odd lengths whose rows
+  // start unaligned; each dtype's vector width.
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::u8}) {
+    for (int64_t cols : {1, 31, 1024, 1025, 65536, 65537, 200003}) {
+      for (int64_t rows : {1, 3}) {
+        const Tensor cpu = random_cpu({rows, cols}, dtype, gen);
+        check_all_ops(cpu, cpu.to(kGpu), {1}, false);
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA reductions of empty, one-element and 0-d tensors", "[gpu][reduce]") {
+  const Tensor e = empty({4, 0, 3}, {.device = kGpu});
+  CHECK(sum(e, {1}).to(kCpu).to_vector<float>() == std::vector<float>(12, 0.0f));
+  CHECK(sum(e).item() == 0.0);
+  const std::vector<double> m = values_of(mean(e, {1}));
+  CHECK(m.size() == 12);
+  for (double v : m) CHECK(std::isnan(v));
+  CHECK(sum(e, {2}).sizes() == Shape{4, 0});
+  CHECK(max(e, 2).sizes() == Shape{4, 0});
+  CHECK(sum(empty({0, 5}, {.dtype = DType::i64, .device = kGpu}), {1}).sizes() == Shape{0});
+  CHECK_THROWS_WITH(argmax(e), Catch::Contains("argmax: cannot reduce over dim 1 of size 0"));
+
+  const Tensor one = from_vector<float>({-1.5f}, {1}).to(kGpu);
+  CHECK(sum(one).item() == -1.5);
+  CHECK(mean(one).item() == -1.5);
+  CHECK(max(one, 0).item() == -1.5);
+  CHECK(argmax(one).item<int64_t>() == 0);
+  const Tensor scalar = scalar_tensor(7, DType::i32, kGpu);
+  CHECK(sum(scalar).item<int64_t>() == 7);
+  CHECK(min(scalar).item() == 7.0);
+  CHECK(argmax(scalar).item<int64_t>() == 0);
+}
+
+TEST_CASE("CUDA max, min and argmax propagate NaN: the first NaN wins", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t cols : {20, 3000, 300000}) {  // warp, block, two-pass
+      CAPTURE(name_of(dtype), cols);
+      std::vector<double> x = values_of(random_cpu({4, cols}, DType::f64, gen));
+      // Row 0: two NaNs (the first is the argmax); row 1: NaN last; row 3: NaN first; row 2 none.
+      const int64_t a = cols / 3, b = 2 * cols / 3;
+      x[a] = kNaN;
+      x[b] = kNaN;
+      x[cols + cols - 1] = kNaN;
+      x[3 * cols] = kNaN;
+      const Tensor cpu = from_vector(x, {4, cols}).to(dtype);
+      const Tensor gpu = cpu.to(kGpu);
+      const int64_t clean_row = argmax(cpu, 1).to_vector<int64_t>()[2];
+      CHECK(argmax(gpu, 1).to(kCpu).to_vector<int64_t>() ==
+            std::vector<int64_t>{a, cols - 1, clean_row, 0});
+      CHECK(same_bits(argmax(gpu, 1), argmax(cpu, 1)));
+      for (const Tensor& r : {max(gpu, 1), min(gpu, 1)}) {
+        const std::vector<double> v = values_of(r);
+        CHECK(std::isnan(v[0]));
+        CHECK(std::isnan(v[1]));
+        CHECK_FALSE(std::isnan(v[2]));
+        CHECK(std::isnan(v[3]));
+      }
+      CHECK(values_of(max(gpu, 1))[2] == values_of(max(cpu, 1))[2]);
+      CHECK(std::isnan(max(gpu).item()));
+      CHECK(argmax(gpu).item<int64_t>() == a);
+    }
+  }
+}
+
+TEST_CASE("CUDA reductions give bitwise the same result on every run", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  const Tensor row = random_cpu({int64_t{1} << 24}, DType::f32, gen).to(kGpu);
+  const Tensor mat = random_cpu({2048, 4099}, DType::bf16, gen).to(kGpu);
+  for (int run = 0; run < 3; ++run) {
+    CHECK(same_bits(sum(row), sum(row)));
+    CHECK(same_bits(mean(row), mean(row)));
+    CHECK(same_bits(sum(mat, {1}), sum(mat, {1})));
+    CHECK(same_bits(sum(mat, {0}), sum(mat, {0})));
+    CHECK(same_bits(argmax(row), argmax(row)));
+  }
+  // The same values at an unaligned address reduce in the same order.
+  const Tensor shifted = random_cpu({(int64_t{1} << 20) + 1}, DType::f32, gen).to(kGpu);
+  const Tensor tail = shifted.narrow(0, 1, int64_t{1} << 20);
+  CHECK(same_bits(sum(tail), sum(tail.clone())));
+}
+
+// ---------------------------------------------------------------------------
+// softmax / log_softmax
+
+namespace {
+
+enum class Kind { softmax, log_softmax };
+
+Tensor run(Kind kind, const Tensor& t, int64_t dim) {
+  return kind == Kind::softmax ? softmax(t, dim) : log_softmax(t, dim);
+}
+
+// Softmax outputs are checked relative to themselves (plus a subnormal-sized
+// margin at the flush threshold); log_softmax also absolutely, for outputs near 0.
+void check_softmax(Kind kind, const Tensor& cpu, const Tensor& gpu, int64_t dim) {
+  const DType dtype = cpu.dtype();
+  CAPTURE(kind == Kind::softmax ? "softmax" : "log_softmax", name_of(dtype), cpu.sizes(), dim);
+  const Tensor want = run(kind, cpu, dim);
+  const Tensor got = run(kind, gpu, dim);
+  REQUIRE(got.device() == kGpu);
+  CHECK(got.sizes() == want.sizes());
+  CHECK(got.dtype() == dtype);
+  const double rtol = dtype == DType::f64 ? 1e-12 : dtype == DType::f32 ? 2e-5 : out_rtol(dtype) * 1.01;
+  const double atol = kind == Kind::log_softmax ? (dtype == DType::f64 ? 1e-12 : 5e-5)
+                                                : (dtype == DType::f16 ? 6e-8 : 1e-37);
+  CHECK_CLOSE(got, want, {}, 0.0, rtol, atol);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA softmax and log_softmax along each dim of a 3-D tensor match the CPU",
+          "[gpu][softmax]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    const Tensor cpu = random_cpu({9, 40, 300}, dtype, gen, -8, 8);
+    const Tensor gpu = cpu.to(kGpu);
+    for (int64_t dim : {0, 1, 2, -1}) {
+      for (Kind kind : {Kind::softmax, Kind::log_softmax}) check_softmax(kind, cpu, gpu, dim);
+    }
+    // A non-contiguous view.
+    for (Kind kind : {Kind::softmax, Kind::log_softmax}) {
+      check_softmax(kind, cpu.transpose(0, 2), gpu.transpose(0, 2), 1);
+    }
+  }
+}
+
+TEST_CASE("CUDA softmax of huge values and -inf masks: masked entries are exactly 0",
+          "[gpu][softmax]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  std::bernoulli_distribution masked(0.3);
+  // Row lengths for each kernel: warp (registers), block (registers), block with
+  // the row in shared memory, block reading the row twice.
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    for (int64_t cols : {5, 100, 1000, 3000, 20000, 50304, 70000}) {
+      CAPTURE(name_of(dtype), cols);
+      const int64_t rows = 6;
+      std::vector<double> x = values_of(random_cpu({rows, cols}, DType::f64, gen, -8, 8));
+      for (int64_t j = 0; j < cols; ++j) {
+        x[j] *= 1000;                                  // row 0: huge values (+-8000)
+        if (masked(gen)) x[cols + j] = -kInf;          // row 1: random mask
+        if (j != cols / 2) x[2 * cols + j] = -kInf;    // row 2: one unmasked entry
+        x[3 * cols + j] = -kInf;                       // row 3: all masked -> NaN
+      }
+      x[4 * cols + cols / 3] = kNaN;                   // row 4: NaN; row 5: plain
+      x[cols] = 1e4;                                   // row 1 also has a huge value
+      const Tensor cpu = from_vector(x, {rows, cols}).to(dtype);
+      const Tensor gpu = cpu.to(kGpu);
+      for (Kind kind : {Kind::softmax, Kind::log_softmax}) check_softmax(kind, cpu, gpu, 1);
+
+      const std::vector<double> p = values_of(softmax(gpu, 1)), lp = values_of(log_softmax(gpu, 1));
+      int64_t wrong_masked = 0, wrong_nan = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        if (x[cols + j] == -kInf && (p[cols + j] != 0.0 || lp[cols + j] != -kInf)) ++wrong_masked;
+        if (j != cols / 2 && p[2 * cols + j] != 0.0) ++wrong_masked;
+        if (!std::isnan(p[3 * cols + j]) || !std::isnan(p[4 * cols + j])) ++wrong_nan;
+      }
+      CHECK(wrong_masked == 0);
+      CHECK(wrong_nan == 0);
+      CHECK(p[2 * cols + cols / 2] == 1.0);
+      CHECK(lp[2 * cols + cols / 2] == 0.0);
+    }
+  }
+}
+
+TEST_CASE("CUDA softmax gives bitwise the same result on every run", "[gpu][softmax]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (int64_t cols : {777, 50304, 70000}) {
+    const Tensor gpu = random_cpu({64, cols}, DType::bf16, gen, -8, 8).to(kGpu);
+    const Tensor first = softmax(gpu), first_log = log_softmax(gpu);
+    for (int run = 0; run < 2; ++run) {
+      CHECK(same_bits(softmax(gpu), first));
+      CHECK(same_bits(log_softmax(gpu), first_log));
+    }
+  }
+}
