@@ -1,5 +1,6 @@
 #include "dtensor/random.h"
 
+#include "dtensor/autograd/function.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/random.h"
@@ -88,6 +89,7 @@ LogicalTarget check_target(std::string_view op, const Tensor& t, const LogicalSl
 template <class Kernel>
 const Tensor& run_fill(std::string_view op, const Tensor& t, const LogicalTarget& target, Generator* gen,
                  Kernel&& kernel) {
+  autograd::check_inplace(op, t);
   Generator& g = gen != nullptr ? *gen : default_generator();
   GeneratorState s = g.next_fill(numel_of(target.shape));
   if (t.device().is_meta() || t.numel() == 0) return t;

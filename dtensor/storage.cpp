@@ -3,6 +3,8 @@
 #include "dtensor/allocator.h"
 #include "dtensor/error.h"
 
+#include <atomic>
+
 namespace dtr {
 
 struct Storage::Impl {
@@ -11,6 +13,7 @@ struct Storage::Impl {
   Device device;
   MemoryTag tag = MemoryTag::other;
   Allocator* allocator = nullptr;  // null for meta
+  std::atomic<uint64_t> version{0};
 
   ~Impl() {
     if (allocator) allocator->deallocate(data, nbytes, tag);
@@ -41,6 +44,12 @@ size_t Storage::nbytes() const { return impl_ ? impl_->nbytes : 0; }
 Device Storage::device() const { return impl_ ? impl_->device : Device::cpu(); }
 
 MemoryTag Storage::tag() const { return impl_ ? impl_->tag : MemoryTag::other; }
+
+uint64_t Storage::version() const { return impl_ ? impl_->version.load() : 0; }
+
+void Storage::bump_version() const {
+  if (impl_) ++impl_->version;
+}
 
 void Storage::set_tag(MemoryTag tag) const {
   DTR_INTERNAL_ASSERT(impl_ != nullptr);

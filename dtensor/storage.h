@@ -8,6 +8,7 @@
 #include "dtensor/memory_stats.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace dtr {
@@ -26,6 +27,10 @@ class Storage {
   // that becomes a gradient).
   void set_tag(MemoryTag tag) const;
   long use_count() const { return impl_.use_count(); }
+  // Counts in-place writes; autograd checks it to catch a saved tensor modified
+  // before backward used it.
+  uint64_t version() const;
+  void bump_version() const;
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
 
  private:

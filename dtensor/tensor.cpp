@@ -1,5 +1,8 @@
 #include "dtensor/tensor.h"
 
+#include "dtensor/autograd/autograd_meta.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
 #include "kernels/cpu/copy.h"
 
@@ -19,7 +22,16 @@ struct Tensor::Impl {
   Shape strides;
   int64_t storage_offset = 0;
   DType dtype = DType::f32;
+  std::unique_ptr<autograd::AutogradMeta> autograd;
 };
+
+autograd::AutogradMeta* Tensor::autograd_meta() const { return impl().autograd.get(); }
+
+autograd::AutogradMeta& Tensor::ensure_autograd_meta() const {
+  DTR_CHECK(impl_ != nullptr, "autograd on an undefined tensor");
+  if (!impl_->autograd) impl_->autograd = std::make_unique<autograd::AutogradMeta>();
+  return *impl_->autograd;
+}
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
@@ -153,9 +165,24 @@ std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strid
 
 }  // namespace
 
-Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t storage_offset) const {
-  return Tensor(storage(), std::move(sizes), std::move(strides), storage_offset, dtype());
+namespace {
+
+// A view of t's storage with a new geometry: no autograd history. Each view
+// method records its own backward around it.
+Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offset) {
+  return Tensor(t.storage(), std::move(sizes), std::move(strides), storage_offset, t.dtype());
 }
+
+}  // namespace
+
+Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t storage_offset) const {
+  DTR_CHECK(!autograd::needs_grad({this}),
+            "as_strided: not differentiable; use view, narrow, select, expand or permute on a "
+            "tensor that requires grad");
+  return make_view(*this, std::move(sizes), std::move(strides), storage_offset);
+}
+
+Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), storage_offset()); }
 
 Tensor Tensor::view(Shape shape) const {
   shape = infer_shape(std::move(shape), numel(), sizes());
@@ -164,13 +191,16 @@ Tensor Tensor::view(Shape shape) const {
             "view: a tensor of shape {} and strides {} cannot be viewed as {} without a copy; "
             "use reshape()",
             shape_str(sizes()), shape_str(strides()), shape_str(shape));
-  return as_strided(std::move(shape), std::move(*strides_opt), storage_offset());
+  return autograd::record_unary(*this, make_view(*this, std::move(shape), std::move(*strides_opt), storage_offset()),
+                                "ViewBackward", [in = sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
 Tensor Tensor::reshape(Shape shape) const {
   shape = infer_shape(std::move(shape), numel(), sizes());
   if (auto strides_opt = view_strides(sizes(), strides(), shape)) {
-    return as_strided(std::move(shape), std::move(*strides_opt), storage_offset());
+    return autograd::record_unary(
+        *this, make_view(*this, std::move(shape), std::move(*strides_opt), storage_offset()),
+        "ReshapeBackward", [in = sizes()](const Tensor& g) { return g.reshape(in); });
   }
   return contiguous().view(std::move(shape));
 }
@@ -194,7 +224,9 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   Shape s = sizes(), st = strides();
   std::swap(s[dim0], s[dim1]);
   std::swap(st[dim0], st[dim1]);
-  return as_strided(std::move(s), std::move(st), storage_offset());
+  return autograd::record_unary(*this, make_view(*this, std::move(s), std::move(st), storage_offset()),
+                                "TransposeBackward",
+                                [dim0, dim1](const Tensor& g) { return g.transpose(dim0, dim1); });
 }
 
 Tensor Tensor::t() const {
@@ -215,7 +247,11 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
     s[i] = size(d);
     st[i] = stride(d);
   }
-  return as_strided(std::move(s), std::move(st), storage_offset());
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i])] = static_cast<int64_t>(i);
+  return autograd::record_unary(*this, make_view(*this, std::move(s), std::move(st), storage_offset()),
+                                "PermuteBackward",
+                                [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -227,7 +263,13 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
             start + length, d, n, shape_str(sizes()));
   Shape s = sizes();
   s[d] = length;
-  return as_strided(std::move(s), strides(), storage_offset() + start * stride(d));
+  return autograd::record_unary(
+      *this, make_view(*this, std::move(s), strides(), storage_offset() + start * stride(d)),
+      "NarrowBackward", [in = sizes(), d, start, length](const Tensor& g) {
+        Tensor grad = zeros(in, {.dtype = g.dtype(), .device = g.device()});
+        grad.narrow(d, start, length).copy_(g);
+        return grad;
+      });
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
@@ -241,7 +283,13 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape s = sizes(), st = strides();
   s[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return as_strided(std::move(s), std::move(st), storage_offset() + start * stride(d));
+  return autograd::record_unary(
+      *this, make_view(*this, std::move(s), std::move(st), storage_offset() + start * stride(d)),
+      "SliceBackward", [in = sizes(), d, start, end, step](const Tensor& g) {
+        Tensor grad = zeros(in, {.dtype = g.dtype(), .device = g.device()});
+        grad.slice(d, start, end, step).copy_(g);
+        return grad;
+      });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -254,7 +302,12 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t offset = storage_offset() + index * st[d];
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
-  return as_strided(std::move(s), std::move(st), offset);
+  return autograd::record_unary(*this, make_view(*this, std::move(s), std::move(st), offset),
+                                "SelectBackward", [in = sizes(), d, index](const Tensor& g) {
+                                  Tensor grad = zeros(in, {.dtype = g.dtype(), .device = g.device()});
+                                  grad.select(d, index).copy_(g);
+                                  return grad;
+                                });
 }
 
 Tensor Tensor::expand(Shape shape) const {
@@ -279,7 +332,9 @@ Tensor Tensor::expand(Shape shape) const {
       st[i] = 0;
     }
   }
-  return as_strided(std::move(shape), std::move(st), storage_offset());
+  return autograd::record_unary(*this, make_view(*this, std::move(shape), std::move(st), storage_offset()),
+                                "ExpandBackward",
+                                [in = sizes()](const Tensor& g) { return autograd::sum_to(g, in); });
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -290,7 +345,9 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t new_stride = d < dim() ? st[d] * s[d] : 1;
   s.insert(s.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  return as_strided(std::move(s), std::move(st), storage_offset());
+  return autograd::record_unary(*this, make_view(*this, std::move(s), std::move(st), storage_offset()),
+                                "UnsqueezeBackward",
+                                [in = sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -300,7 +357,9 @@ Tensor Tensor::squeeze(int64_t d) const {
   Shape s = sizes(), st = strides();
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
-  return as_strided(std::move(s), std::move(st), storage_offset());
+  return autograd::record_unary(*this, make_view(*this, std::move(s), std::move(st), storage_offset()),
+                                "SqueezeBackward",
+                                [in = sizes()](const Tensor& g) { return g.reshape(in); });
 }
 
 // ---------------------------------------------------------------- copies
@@ -310,28 +369,42 @@ Tensor Tensor::contiguous() const {
   return clone();
 }
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), {.dtype = dtype(), .device = device()});
-  out.copy_(*this);
+namespace {
+
+// A new contiguous tensor with t's values, on `device` as `dtype` (no autograd).
+Tensor copied(const Tensor& t, DType dtype, Device device) {
+  Tensor out = empty(t.sizes(), {.dtype = dtype, .device = device});
+  NoGradGuard no_grad;
+  out.copy_(t);
   return out;
+}
+
+}  // namespace
+
+Tensor Tensor::clone() const {
+  return autograd::record_unary(*this, copied(*this, dtype(), device()), "CloneBackward",
+                                [](const Tensor& g) { return g; });
 }
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  Tensor out = empty(sizes(), {.dtype = dtype(), .device = target});
-  out.copy_(*this);
-  return out;
+  return autograd::record_unary(*this, copied(*this, dtype(), target), "ToDeviceBackward",
+                                [from = device()](const Tensor& g) { return g.to(from); });
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = empty(sizes(), {.dtype = target, .device = device()});
-  out.copy_(*this);
-  return out;
+  return autograd::record_unary(*this, copied(*this, target, device()), "ToDTypeBackward",
+                                [from = dtype()](const Tensor& g) { return g.to(from); });
 }
 
 Tensor& Tensor::copy_(const Tensor& src_in) {
   DTR_CHECK(src_in.defined(), "copy_: source tensor is undefined");
+  DTR_CHECK(!autograd::needs_grad({&src_in}),
+            "copy_: copying from a tensor that requires grad is not recorded by autograd; use "
+            "clone() or to(), or copy under NoGradGuard");
+  autograd::check_inplace("copy_", *this);
+  NoGradGuard no_grad;  // the expand below is bookkeeping, not part of any graph
   Tensor src = src_in.expand(sizes());
   if (device().is_meta()) return *this;  // shape-only: nothing to copy
   DTR_CHECK(!src.device().is_meta(), "copy_: cannot copy from a meta tensor (it has no data) into {}",
@@ -361,6 +434,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 }
 
 Tensor& Tensor::fill_(Scalar value) {
+  autograd::check_inplace("fill_", *this);
   if (device().is_meta() || numel() == 0) return *this;
   if (device().is_cuda()) {
 #ifdef DTR_WITH_CUDA

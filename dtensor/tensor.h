@@ -17,12 +17,18 @@
 #include "dtensor/storage.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace dtr {
+
+namespace autograd {
+struct AutogradMeta;
+class Node;
+}  // namespace autograd
 
 using Shape = std::vector<int64_t>;
 
@@ -106,6 +112,30 @@ class Tensor {
   double item() const;  // any dtype, as double
 
   std::string to_string() const;
+
+  // --- autograd (implemented in dtensor/autograd/tensor_autograd.cpp) ---
+  bool requires_grad() const;
+  // Marks a leaf as needing gradients (floating dtypes only). Returns *this.
+  const Tensor& requires_grad_(bool on = true) const;
+  bool is_leaf() const;  // no grad_fn: created by the user, or not requiring grad
+  // The gradient accumulated by backward() (leaves, and non-leaves after retain_grad()).
+  const Tensor& grad() const;
+  void set_grad(const Tensor& grad) const;  // set_grad({}) drops it
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  uint32_t output_nr() const;
+  // Backpropagates from this tensor: `grad` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  Tensor detach() const;     // same data, no history, does not require grad
+  void retain_grad() const;  // keep .grad() on a non-leaf too
+  // Runs `hook` when this tensor's gradient has been computed, before it is used
+  // (or accumulated, for a leaf); the hook may return a replacement gradient, or
+  // an undefined tensor to keep it. Returns a handle for remove_hook().
+  int register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  void remove_hook(int handle) const;
+  // Marks an in-place write to this tensor's storage (autograd's saved-tensor check).
+  void bump_version() const { storage().bump_version(); }
+  autograd::AutogradMeta* autograd_meta() const;  // null when the tensor never met autograd
+  autograd::AutogradMeta& ensure_autograd_meta() const;
 
  private:
   struct Impl;

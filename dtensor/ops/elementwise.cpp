@@ -4,6 +4,7 @@
 // stream in CUDA builds.
 #include "dtensor/ops/elementwise.h"
 
+#include "dtensor/autograd/function.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/elementwise.h"
@@ -190,6 +191,7 @@ void check_alpha(std::string_view op, DType dtype, Scalar alpha) {
 const Tensor& inplace_op(std::string_view op, BinaryOp kind, const Tensor& self,
                          const Tensor& other_in, Scalar alpha = 1) {
   Shape shape = check_binary(op, self, other_in);
+  autograd::check_inplace(op, self);
   DTR_CHECK(shape == self.sizes(),
             "{}: the result of broadcasting self of shape {} with other of shape {} has shape {}, "
             "but an in-place op must keep self's shape",

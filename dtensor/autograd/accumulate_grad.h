@@ -1,0 +1,23 @@
+// AccumulateGrad: the node at the end of every path to a leaf that requires
+// grad. It runs the leaf's hooks, then adds the gradient into leaf.grad()
+// (allocated under MemoryTag::grad on first use, added in place afterwards).
+#pragma once
+
+#include "dtensor/autograd/node.h"
+
+namespace dtr::autograd {
+
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor leaf);
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+
+  // The leaf's accumulator, created on first use and shared by all edges to it.
+  static std::shared_ptr<Node> for_leaf(const Tensor& leaf);
+
+ private:
+  Tensor leaf_;
+};
+
+}  // namespace dtr::autograd
