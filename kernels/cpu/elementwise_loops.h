@@ -1,7 +1,7 @@
 // Internal to the elementwise kernels: the loops that apply a per-element
-// functor over strided operands, and integer arithmetic that wraps instead of
-// overflowing. A functor takes and returns values in opmath_t<T>; the loops load
-// (converting half types to float) and store (rounding once). Rows where every
+// functor (kernels/elementwise_functors.h) over strided operands. A functor takes
+// and returns values in opmath_t<T>; the loops load (converting half types to
+// float) and store (rounding once). Rows where every
 // operand is contiguous, or where one input is a broadcast scalar, get plain
 // indexed loops the compiler vectorises; other rows index through their strides.
 // bf16 loads and stores use branch-free bit operations (bit-identical to Eigen's
@@ -18,50 +18,6 @@
 #include <type_traits>
 
 namespace dtr::kernels::cpu::detail {
-
-// --- integer arithmetic modulo 2^bits (no signed-overflow UB) ---
-
-template <class C>
-using unsigned_of = std::make_unsigned_t<C>;
-
-template <class C>
-C wrap_add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(static_cast<unsigned_of<C>>(a) + static_cast<unsigned_of<C>>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <class C>
-C wrap_sub(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    return static_cast<C>(static_cast<unsigned_of<C>>(a) - static_cast<unsigned_of<C>>(b));
-  } else {
-    return a - b;
-  }
-}
-
-template <class C>
-C wrap_mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    // uint8_t would promote to (signed) int; multiply in at least unsigned int.
-    using U = std::common_type_t<unsigned_of<C>, unsigned>;
-    return static_cast<C>(static_cast<U>(static_cast<unsigned_of<C>>(a)) *
-                          static_cast<U>(static_cast<unsigned_of<C>>(b)));
-  } else {
-    return a * b;
-  }
-}
-
-template <class C>
-C wrap_neg(C x) {
-  if constexpr (std::is_integral_v<C>) {
-    return wrap_sub(C(0), x);
-  } else {
-    return -x;  // keeps the sign of zero: -(+0) == -0
-  }
-}
 
 // --- element loads and stores ---
 
