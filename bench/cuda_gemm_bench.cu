@@ -4,9 +4,13 @@
 //
 // Each case: random inputs, several input sets rotated so that they do not sit in
 // L2, 5 warm-up runs, then the median of 25 runs timed with CUDA events. TFLOP/s
-// counts 2*m*n*k. The two results are compared (relative norm of the difference).
+// counts 2*m*n*k. Columns: dtr's mma.sync kernel (wgmma path switched off), dtr's
+// default dispatch ("dtr": the wgmma path on an H100 where it applies; "path" says
+// which ran), the wgmma kernel forced to 128- and 256-wide tiles, cuBLAS, and the
+// relative norm of the difference between dtr's default result and cuBLAS's.
 //   cuda_gemm_bench [--quick]
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_sm90.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -17,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 using dtr::kernels::Transpose;
@@ -125,17 +130,44 @@ void run(cublasHandle_t handle, const Problem& p, const char* dtype) {
                               cuda_type<T>(), ldb, a_, cuda_type<T>(), lda, &beta, c_, cuda_type<T>(), ldc,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   };
+  namespace kc = dtr::kernels::cuda;
+  const double flops = 2.0 * p.m * p.n * p.k;
+  auto tflops = [&](float ms) { return flops / (ms * 1e9); };
+  const bool half = !std::is_same_v<T, float>;
+  const bool wgmma = half && kc::gemm_wgmma_available();
+
+  kc::gemm_enable_wgmma(false);
+  const float ms_mma = median_ms<T>(sets, a, b, c_dtr, dtr_call);
+  kc::gemm_enable_wgmma(true);
+  float ms_wg128 = 0, ms_wg256 = 0;
+  if (wgmma) {
+    kc::sm90::set_tile_n(128);
+    ms_wg128 = median_ms<T>(sets, a, b, c_dtr, dtr_call);
+    kc::sm90::set_tile_n(256);
+    ms_wg256 = median_ms<T>(sets, a, b, c_dtr, dtr_call);
+    kc::sm90::set_tile_n(0);
+  }
   const float ms_dtr = median_ms<T>(sets, a, b, c_dtr, dtr_call);
+  const kc::GemmPath path = kc::gemm_last_path();
   const float ms_ref = median_ms<T>(sets, a, b, c_ref, cublas_call);
   dtr_call(a[0], b[0], c_dtr);
   cublas_call(a[0], b[0], c_ref);
   BENCH_CUDA(cudaDeviceSynchronize());
   const double diff = rel_diff(c_dtr, c_ref, c_elems);
-  const double flops = 2.0 * p.m * p.n * p.k;
-  const double tf_dtr = flops / (ms_dtr * 1e9), tf_ref = flops / (ms_ref * 1e9);
-  std::printf("%-14s %-5s %c%c %6d %6d %6d  %9.3f %9.3f  %7.1f %7.1f  %5.1f%%  %.1e\n", p.name, dtype,
-              p.ta == Transpose::yes ? 'T' : 'N', p.tb == Transpose::yes ? 'T' : 'N', p.m, p.n, p.k, ms_dtr,
-              ms_ref, tf_dtr, tf_ref, 100.0 * tf_dtr / tf_ref, diff);
+  const char* path_name = path == kc::GemmPath::wgmma ? "wgmma"
+                          : path == kc::GemmPath::simt ? "simt"
+                          : path == kc::GemmPath::mma_sync ? "mma.sync"
+                                                           : "other";
+  auto opt = [&](float ms, char* buf) {
+    if (ms > 0) std::snprintf(buf, 16, "%7.1f", tflops(ms));
+    else std::snprintf(buf, 16, "%7s", "-");
+    return buf;
+  };
+  char b128[16], b256[16];
+  std::printf("%-13s %-4s %c%c %5d %5d %5d  %8.1f %7.1f %7s %7s %7.1f  %5.1f%% %5.1f%%  %.1e  %s\n", p.name, dtype,
+              p.ta == Transpose::yes ? 'T' : 'N', p.tb == Transpose::yes ? 'T' : 'N', p.m, p.n, p.k, tflops(ms_mma),
+              tflops(ms_dtr), opt(ms_wg128, b128), opt(ms_wg256, b256), tflops(ms_ref),
+              100.0 * tflops(ms_mma) / tflops(ms_ref), 100.0 * tflops(ms_dtr) / tflops(ms_ref), diff, path_name);
   std::fflush(stdout);
   for (int s = 0; s < sets; ++s) {
     BENCH_CUDA(cudaFree(a[s]));
@@ -164,10 +196,13 @@ int main(int argc, char** argv) {
       {"square", 4096, 4096, 4096, T, N},   {"square", 8192, 8192, 8192, N, N},
       {"gpt2.qkv", 8192, 2304, 768, N, T},  {"gpt2.attproj", 8192, 768, 768, N, T},
       {"gpt2.fc", 8192, 3072, 768, N, T},   {"gpt2.fcproj", 8192, 768, 3072, N, T},
+      // Backward: dX = dY . W is NN (W stored [out, in]).
+      {"gpt2.fc.dX", 8192, 768, 3072, N, N},
   };
   if (quick) bf16_problems.resize(3);
-  std::printf("%-14s %-5s %-2s %6s %6s %6s  %9s %9s  %7s %7s  %6s  %s\n", "case", "dtype", "op", "m", "n", "k",
-              "dtr ms", "cuBLAS ms", "dtr TF", "cuBL TF", "ratio", "rel.diff");
+  std::printf("TFLOP/s; mma%% and dtr%% are of cuBLAS\n");
+  std::printf("%-13s %-4s %-2s %5s %5s %5s  %8s %7s %7s %7s %7s  %6s %6s  %7s  %s\n", "case", "dtype", "op", "m", "n",
+              "k", "mma.sync", "dtr", "wg128", "wg256", "cuBLAS", "mma%", "dtr%", "rel.diff", "path");
   for (const Problem& p : bf16_problems) run<dtr::bf16>(handle, p, "bf16");
   run<float>(handle, {"square", 4096, 4096, 4096, N, N}, "f32");
   BENCH_CUBLAS(cublasDestroy(handle));

@@ -1,4 +1,5 @@
-// GEMM on a CUDA device (see gemm.h). Two kernel families:
+// GEMM on a CUDA device (see gemm.h). Two kernel families here, and the Hopper wgmma
+// path in gemm_sm90.cu that bf16/f16 GEMMs try first on a compute capability 9.0 GPU:
 //  - mma_gemm_kernel (bf16, f16): tensor cores through mma.sync.m16n8k16 with f32
 //    accumulators. Tiles of A and B sit in shared memory as stored in global memory
 //    (k or m/n unit-stride), 16-byte chunks XOR-swizzled so that ldmatrix reads are
@@ -10,6 +11,7 @@
 #include "kernels/cuda/gemm.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm_sm90.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -569,7 +571,18 @@ std::string dims_message(const char* what, int64_t value, int64_t bound) {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+thread_local GemmPath t_last_path = GemmPath::none;
+std::atomic<bool> g_wgmma_enabled{true};
+
 }  // namespace
+
+GemmPath gemm_last_path() { return t_last_path; }
+
+bool gemm_wgmma_available() {
+  return g_wgmma_enabled.load(std::memory_order_relaxed) && sm90::compiled() && sm90::device_supported();
+}
+
+void gemm_enable_wgmma(bool enable) { g_wgmma_enabled.store(enable, std::memory_order_relaxed); }
 
 template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
@@ -588,6 +601,7 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
   DTR_CUDA_KERNEL_CHECK(ldc >= std::max<int64_t>(1, n), dims_message("ldc", ldc, std::max<int64_t>(1, n)));
   DTR_CUDA_KERNEL_CHECK(batch <= 1 || batch_stride_c != 0,
                         "gemm: C's batch stride must be nonzero when batch > 1 (entries would overlap)");
+  t_last_path = GemmPath::none;
   if (m == 0 || n == 0 || batch == 0) return;
   // alpha == 0 or k == 0: C = beta * C, reading neither A nor B.
   const int k_used = alpha == 0.f ? 0 : static_cast<int>(k);
@@ -596,7 +610,19 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
     const GemmParams<float> p{a, b, c, static_cast<int>(m), static_cast<int>(n), k_used, lda, ldb, ldc,
                               batch_stride_a, batch_stride_b, batch_stride_c, batch, alpha, beta, false};
     launch_simt(trans_a, trans_b, p, stream);
+    t_last_path = GemmPath::simt;
   } else {
+    if (k_used > 0 && gemm_wgmma_available()) {
+      const sm90::GemmArgs args{std::is_same_v<T, bf16> ? sm90::Elem::bf16 : sm90::Elem::f16,
+                                trans_a, trans_b,
+                                reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
+                                reinterpret_cast<uint16_t*>(c), m, n, k_used, lda, ldb, ldc,
+                                batch_stride_a, batch_stride_b, batch_stride_c, batch, alpha, beta};
+      if (sm90::gemm(args, stream)) {
+        t_last_path = GemmPath::wgmma;
+        return;
+      }
+    }
     const auto* a16 = reinterpret_cast<const uint16_t*>(a);
     const auto* b16 = reinterpret_cast<const uint16_t*>(b);
     auto* c16 = reinterpret_cast<uint16_t*>(c);
@@ -612,8 +638,10 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                        (trans_b == Transpose::yes ? k : n) % 8 == 0;
     if ((a_vec && b_vec) || k_used == 0) {
       launch_mma<AlignedTiles, T, Load::async>(trans_a, trans_b, p, stream);
+      t_last_path = GemmPath::mma_sync;
     } else {
       launch_mma<SmallTiles, T, Load::guarded>(trans_a, trans_b, p, stream);
+      t_last_path = GemmPath::mma_sync_guarded;
     }
   }
 }

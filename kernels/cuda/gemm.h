@@ -18,6 +18,11 @@
 //    leading dims and batch strides of A and B are 16-byte aligned and the unit-stride
 //    extent of each stored A and B is a multiple of 8; any other shape or alignment
 //    takes a guarded path with the same arithmetic.
+//  - bf16, f16 on a compute capability 9.0 GPU (H100, H200), in a build whose
+//    CMAKE_CUDA_ARCHITECTURES includes 90: the wgmma path (gemm_sm90.cu: wgmma.mma_async
+//    fed by bulk tensor copies, f32 accumulate) takes every GEMM with A not transposed
+//    and B either way whose A and B pointers, leading dims and batch strides are 16-byte
+//    aligned, k > 0 and alpha != 0; everything else runs on the mma.sync kernels above.
 // As in BLAS, beta == 0 writes C without reading it (NaN or garbage in C is ignored),
 // and alpha == 0 or k == 0 reads neither A nor B.
 #pragma once
@@ -30,6 +35,20 @@
 #include <cstdint>
 
 namespace dtr::kernels::cuda {
+
+// Which kernel family ran the most recent gemm / gemm_batched call of this thread
+// (none before the first, or when that call had nothing to compute). For tests and
+// benchmarks.
+enum class GemmPath { none, simt, mma_sync, mma_sync_guarded, wgmma };
+GemmPath gemm_last_path();
+
+// Whether bf16/f16 GEMMs on the current device may take the wgmma path: built for sm_90a,
+// a device of compute capability 9.0, and not switched off by gemm_enable_wgmma(false).
+bool gemm_wgmma_available();
+
+// Allows (the default) or forbids the wgmma path for the whole process; benchmarks and
+// tests switch it off to run the mma.sync kernels on a Hopper GPU.
+void gemm_enable_wgmma(bool enable);
 
 // One GEMM: C = alpha * op(A) . op(B) + beta * C.
 template <class T>

@@ -3,8 +3,12 @@
 // misaligned pointers (the guarded path), batch strides including 0 (broadcast),
 // alpha and beta. Inputs are fresh random numbers for every case; when beta == 0
 // C starts as NaN, which must not leak into the result; the padding of C must
-// come back untouched.
+// come back untouched. On a Hopper GPU the bf16/f16 cases of the first three test
+// cases mostly run on the wgmma path; further cases check which path ran (wgmma on the
+// shapes it accepts, mma.sync on those it declines) and run the shape table again with
+// the wgmma path switched off, so that both kernels are checked on every H100.
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_sm90.h"
 
 #include <catch2/catch.hpp>
 
@@ -78,8 +82,9 @@ Stored stored(int64_t rows, int64_t cols, int64_t pad, int64_t batch, bool broad
   return {rows, cols, ld, stride, broadcast ? 1 : batch};
 }
 
+// Runs one case, checks it against the reference and returns the path that ran it.
 template <class T>
-void run_case(const Case& c, std::mt19937& rng) {
+kc::GemmPath run_case(const Case& c, std::mt19937& rng) {
   INFO(c.describe());
   const Stored sa = stored(c.ta == Transpose::no ? c.m : c.k, c.ta == Transpose::no ? c.k : c.m, c.pad_a, c.batch,
                            c.broadcast_a);
@@ -116,6 +121,7 @@ void run_case(const Case& c, std::mt19937& rng) {
     kc::gemm_batched<T>(c.batch, c.ta, c.tb, c.m, c.n, c.k, c.alpha, da.ptr + c.offset_a, sa.ld, sa.stride, db.ptr,
                         sb.ld, sb.stride, c.beta, dc.ptr, sc.ld, sc.stride, stream);
   }
+  const kc::GemmPath path = kc::gemm_last_path();
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
   std::vector<T> out(hc.size());
@@ -131,11 +137,24 @@ void run_case(const Case& c, std::mt19937& rng) {
   };
   double err2 = 0, ref2 = 0;
   int64_t non_finite = 0, sentinel_changed = 0;
+  // op(A) as [m, k] and op(B) as [n, k], in double, so the reference's inner loop is a
+  // unit-stride dot product (four partial sums).
+  std::vector<double> opa(static_cast<size_t>(c.m * c.k)), opb(static_cast<size_t>(c.n * c.k));
   for (int64_t bz = 0; bz < c.batch; ++bz) {
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t p = 0; p < c.k; ++p) opa[i * c.k + p] = a_at(bz, i, p);
+    for (int64_t j = 0; j < c.n; ++j)
+      for (int64_t p = 0; p < c.k; ++p) opb[j * c.k + p] = b_at(bz, p, j);
     for (int64_t i = 0; i < c.m; ++i) {
+      const double* ar = opa.data() + i * c.k;
       for (int64_t j = 0; j < c.n; ++j) {
-        double sum = 0;
-        for (int64_t p = 0; p < c.k; ++p) sum += a_at(bz, i, p) * b_at(bz, p, j);
+        const double* br = opb.data() + j * c.k;
+        double s4[4] = {0, 0, 0, 0};
+        int64_t p = 0;
+        for (; p + 4 <= c.k; p += 4)
+          for (int q = 0; q < 4; ++q) s4[q] += ar[p + q] * br[p + q];
+        for (; p < c.k; ++p) s4[0] += ar[p] * br[p];
+        const double sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
         const size_t e = bz * sc.stride + i * sc.ld + j;
         double ref = c.alpha * sum;
         if (c.beta != 0.f) ref += c.beta * to_double(hc[e]);
@@ -152,7 +171,29 @@ void run_case(const Case& c, std::mt19937& rng) {
   CHECK(sentinel_changed == 0);
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   CHECK(rel <= tolerance<T>());
+  return path;
 }
+
+std::string path_name(kc::GemmPath p) {
+  switch (p) {
+    case kc::GemmPath::none: return "none";
+    case kc::GemmPath::simt: return "simt";
+    case kc::GemmPath::mma_sync: return "mma_sync";
+    case kc::GemmPath::mma_sync_guarded: return "mma_sync_guarded";
+    case kc::GemmPath::wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+// Switches the wgmma path off (or forces a tile width) for one scope.
+struct WgmmaOff {
+  WgmmaOff() { kc::gemm_enable_wgmma(false); }
+  ~WgmmaOff() { kc::gemm_enable_wgmma(true); }
+};
+struct TileWidth {
+  explicit TileWidth(int bn) { kc::sm90::set_tile_n(bn); }
+  ~TileWidth() { kc::sm90::set_tile_n(0); }
+};
 
 constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
 constexpr Transpose kBoth[] = {kN, kT};
@@ -204,6 +245,84 @@ TEMPLATE_TEST_CASE("gemm_batched with batch strides, broadcasts, alpha and beta"
   run_case<TestType>({.m = 40, .n = 24, .k = 16, .alpha = 0.f, .beta = 0.75f}, rng);
   run_case<TestType>({.m = 40, .n = 24, .k = 0, .beta = 1.f}, rng);
   run_case<TestType>({.m = 8, .n = 8, .k = 0, .beta = 0.f}, rng);
+}
+
+TEMPLATE_TEST_CASE("gemm mma.sync kernels with the wgmma path switched off", "[gpu][gemm]", bf16, f16) {
+  const WgmmaOff off;
+  std::mt19937 rng(4321);
+  struct Dims {
+    int64_t m, n, k;
+  };
+  const Dims dims[] = {{33, 33, 33}, {129, 136, 72}, {200, 64, 520}, {384, 256, 1024}};
+  for (Transpose ta : kBoth) {
+    for (Transpose tb : kBoth) {
+      for (const Dims& d : dims) {
+        const kc::GemmPath path = run_case<TestType>({.ta = ta, .tb = tb, .m = d.m, .n = d.n, .k = d.k}, rng);
+        CHECK((path == kc::GemmPath::mma_sync || path == kc::GemmPath::mma_sync_guarded));
+      }
+      run_case<TestType>({.ta = ta, .tb = tb, .m = 65, .n = 130, .k = 70, .alpha = 1.5f, .beta = 0.5f}, rng);
+    }
+  }
+}
+
+// The shapes the wgmma path accepts (A not transposed; 16-byte aligned operands) must run
+// on it when the device offers it, for both tile widths; the others must fall back.
+TEMPLATE_TEST_CASE("gemm takes the wgmma path on Hopper for the shapes it accepts", "[gpu][gemm]", bf16, f16) {
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+  if (!kc::gemm_wgmma_available()) {
+    // A build for sm_90a on a compute capability 9.0 GPU must offer the path.
+    CHECK_FALSE((kc::sm90::compiled() && major == 9 && minor == 0));
+    WARN("wgmma path not available here (not a compute capability 9.0 GPU, or built without 90): skipped");
+    return;
+  }
+  std::mt19937 rng(2024);
+  const std::vector<Case> accepted = {
+      {.m = 128, .n = 256, .k = 64},
+      {.m = 129, .n = 136, .k = 72},
+      {.m = 200, .n = 64, .k = 520},
+      {.m = 7, .n = 8, .k = 8},
+      {.m = 384, .n = 264, .k = 1024},
+      {.m = 136, .n = 72, .k = 96, .pad_a = 8, .pad_b = 16, .pad_c = 8},
+      {.m = 64, .n = 40, .k = 48, .pad_c = 1},
+      {.m = 65, .n = 136, .k = 72, .alpha = 1.5f, .beta = 0.5f},
+      {.m = 64, .n = 80, .k = 48, .batch = 3},
+      {.m = 128, .n = 64, .k = 96, .batch = 2, .broadcast_b = true, .alpha = -0.5f},
+      {.m = 72, .n = 48, .k = 40, .batch = 4, .broadcast_a = true},
+      {.m = 128, .n = 128, .k = 64, .batch = 2, .alpha = 0.25f, .beta = -2.f},
+      // More output tiles than SMs (each block walks several) and a k loop that wraps the
+      // ring of shared-memory stages several times.
+      {.m = 1280, .n = 1024, .k = 64, .batch = 2},
+      {.m = 1100, .n = 2104, .k = 136},
+      {.m = 300, .n = 520, .k = 200, .beta = 1.f},
+  };
+  for (const int bn : {0, 128, 256}) {
+    const TileWidth width(bn);
+    INFO("tile width " << (bn == 0 ? std::string("auto") : std::to_string(bn)));
+    for (Transpose tb : kBoth) {
+      for (Case c : accepted) {
+        c.tb = tb;
+        const kc::GemmPath path = run_case<TestType>(c, rng);
+        CHECK(path_name(path) == "wgmma");
+      }
+    }
+  }
+  // Declined: A transposed, misaligned or odd-strided operands, k == 0.
+  const std::vector<Case> declined = {
+      {.ta = kT, .tb = kN, .m = 129, .n = 136, .k = 72},
+      {.ta = kT, .tb = kT, .m = 64, .n = 64, .k = 64},
+      {.m = 64, .n = 64, .k = 64, .offset_a = 1},
+      {.m = 64, .n = 64, .k = 64, .offset_a = 2},
+      {.m = 129, .n = 65, .k = 100, .pad_a = 3, .pad_b = 5, .pad_c = 1},
+      {.tb = kT, .m = 33, .n = 17, .k = 9},
+      {.m = 40, .n = 24, .k = 0, .beta = 1.f},
+  };
+  for (const Case& c : declined) {
+    const kc::GemmPath path = run_case<TestType>(c, rng);
+    CHECK(path_name(path) != "wgmma");
+  }
 }
 
 TEST_CASE("gemm rejects bad arguments with an error", "[gpu][gemm]") {
