@@ -1,12 +1,25 @@
+// Matrix products: shape rules, operand layouts (read in place or copied) and
+// dispatch into the GEMM of the operands' device: kernels/cpu/gemm.h, or in CUDA
+// builds kernels/cuda/gemm.h on the device's current stream (f32, bf16, f16; there
+// is no f64 CUDA GEMM). Each op computes without recording and then records its
+// backward (dtensor/ops/matmul_backward.cpp).
 #include "dtensor/ops/matmul.h"
 
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/matmul_backward.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/gemm.h"
+
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/gemm.h"
+#endif
 
 #include <algorithm>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace dtr {
@@ -58,6 +71,30 @@ std::optional<int64_t> merged_stride(const Shape& sizes, const Shape& strides, s
   return inner.value_or(0);
 }
 
+// One batched GEMM (kernels/cpu/gemm.h's arguments) on `device`: the cpu, or a cuda
+// device on its current stream.
+template <class T>
+void gemm_batched_on(Device device, int64_t batch, Transpose ta, Transpose tb, int64_t m, int64_t n,
+                     int64_t k, Scalar alpha, const T* a, int64_t lda, int64_t stride_a, const T* b,
+                     int64_t ldb, int64_t stride_b, Scalar beta, T* c, int64_t ldc, int64_t stride_c) {
+#ifdef DTR_WITH_CUDA
+  if (device.is_cuda()) {
+    if constexpr (std::is_same_v<T, double>) {
+      DTR_FAIL("gemm: no f64 GEMM on {}", device);  // refused earlier by check_operands
+    } else {
+      cuda::DeviceGuard guard(device.index);
+      kernels::cuda::gemm_batched<T>(batch, ta, tb, m, n, k, alpha.to<float>(), a, lda, stride_a, b,
+                                     ldb, stride_b, beta.to<float>(), c, ldc, stride_c,
+                                     cuda::current_stream(device.index));
+    }
+    return;
+  }
+#endif
+  DTR_INTERNAL_ASSERT(device.is_cpu(), "GEMM on {}", device);
+  kernels::cpu::gemm_batched<T>(batch, ta, tb, m, n, k, alpha.to<acc_t<T>>(), a, lda, stride_a, b,
+                                ldb, stride_b, beta.to<acc_t<T>>(), c, ldc, stride_c);
+}
+
 // out[batch..., m, n] = alpha * a[batch..., m, k] . b[batch..., k, n] + beta * out, where
 // a and b are expanded to out's batch dims, read as la and lb, and out is contiguous.
 // The longest run of trailing batch dims that merges for both operands goes to the
@@ -93,15 +130,15 @@ void batched_product(std::string_view op, const Tensor& a, MatrixLayout la, cons
         off_b += index * b.stride(static_cast<int64_t>(d));
         off_c += index * out.stride(static_cast<int64_t>(d));
       }
-      kernels::cpu::gemm_batched<T>(inner, la.trans, lb.trans, m, n, k, alpha.to<acc_t<T>>(),
-                                    pa + off_a, la.ld, stride_a, pb + off_b, lb.ld, stride_b,
-                                    beta.to<acc_t<T>>(), pc + off_c, out.stride(-2), stride_c);
+      gemm_batched_on<T>(out.device(), inner, la.trans, lb.trans, m, n, k, alpha, pa + off_a, la.ld,
+                         stride_a, pb + off_b, lb.ld, stride_b, beta, pc + off_c, out.stride(-2),
+                         stride_c);
     }
   });
 }
 
 // out = alpha * a . b + beta * out, with a [..., m, k] and b [..., k, n] whose batch
-// dims broadcast to those of out [..., m, n] (contiguous, on the cpu).
+// dims broadcast to those of out [..., m, n] (contiguous, on the operands' device).
 void product_into(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out,
                   Scalar alpha, Scalar beta) {
   const int64_t k = a.size(-1), n = b.size(-1);
@@ -124,11 +161,15 @@ void product_into(std::string_view op, const Tensor& a, const Tensor& b, const T
   batched_product(op, a_in.expand(a_shape), la, b_in.expand(b_shape), lb, out, alpha, beta);
 }
 
-// The operands share one device and one floating dtype.
+// The operands share one device and one floating dtype (f64 only off cuda).
 void check_operands(std::string_view op, std::initializer_list<const Tensor*> operands) {
-  ops::check_device(op, operands);
+  const Device device = ops::check_device(op, operands, ops::Kernels::cpu_and_cuda);
   DType dtype = ops::check_same_dtype(op, operands);
   dispatch_floating(dtype, op, [](auto) {});
+  DTR_CHECK(!(device.is_cuda() && dtype == DType::f64),
+            "{}: f64 tensors on {} are not supported: there is no f64 CUDA GEMM (use f32, bf16 or "
+            "f16 on cuda, or compute in f64 on the cpu)",
+            op, device);
 }
 
 void check_inner_dims(std::string_view op, const Tensor& a, const Tensor& b, int64_t a_inner,
@@ -141,9 +182,11 @@ TensorOptions result_options(const Tensor& like) {
   return {.dtype = like.dtype(), .device = like.device()};
 }
 
-}  // namespace
+// The ops without autograd: each public op below runs one under NoGradGuard (so
+// the views and copies made of its operands record nothing) and then records its
+// own backward node.
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor compute_matmul(const Tensor& a, const Tensor& b) {
   constexpr std::string_view op = "matmul";
   check_operands(op, {&a, &b});
   DTR_CHECK(a.dim() >= 1 && b.dim() >= 1,
@@ -173,7 +216,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out.view(result_shape);
 }
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor compute_mm(const Tensor& a, const Tensor& b) {
   constexpr std::string_view op = "mm";
   check_operands(op, {&a, &b});
   DTR_CHECK(a.dim() == 2 && b.dim() == 2,
@@ -185,7 +228,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor compute_bmm(const Tensor& a, const Tensor& b) {
   constexpr std::string_view op = "bmm";
   check_operands(op, {&a, &b});
   DTR_CHECK(a.dim() == 3 && b.dim() == 3,
@@ -199,7 +242,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+Tensor compute_addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
   constexpr std::string_view op = "addmm";
   check_operands(op, {&c, &a, &b});
   DTR_CHECK(a.dim() == 2 && b.dim() == 2,
@@ -214,6 +257,48 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Sca
   if (out.device().is_meta()) return out;
   if (beta.to_double() != 0) out.copy_(c);  // beta == 0 leaves out unread by the kernel
   product_into(op, a, b, out, alpha, beta);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = compute_matmul(a, b);
+  }
+  ops::record_matmul_backward(a, b, out);
+  return out;
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = compute_mm(a, b);
+  }
+  ops::record_mm_backward(a, b, out);
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = compute_bmm(a, b);
+  }
+  ops::record_bmm_backward(a, b, out);
+  return out;
+}
+
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = compute_addmm(c, a, b, beta, alpha);
+  }
+  ops::record_addmm_backward(c, a, b, beta, alpha, out);
   return out;
 }
 

@@ -6,6 +6,14 @@
 // row-major or transposed (any row stride, unit column stride or the reverse) are
 // read in place; other layouts are copied to contiguous first. On the meta device
 // the result is an empty meta tensor of the right shape and nothing is computed.
+//
+// Devices: cpu (Eigen), and in CUDA builds cuda for f32, bf16 and f16 (the
+// handwritten kernels/cuda/gemm.h on the device's current stream; f32 without
+// TF32). f64 on cuda is an error: there is no f64 CUDA GEMM.
+//
+// Autograd: every op here is differentiable in each operand: grad_a = g . b^T and
+// grad_b = a^T . g, summed over the batch dims an operand was broadcast along;
+// addmm gives c beta * g summed to c's shape and scales a's and b's by alpha.
 #pragma once
 
 #include "dtensor/tensor.h"

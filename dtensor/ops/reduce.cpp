@@ -1,7 +1,9 @@
 #include "dtensor/ops/reduce.h"
 
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/op_checks.h"
+#include "dtensor/ops/reduce_backward.h"
 #include "kernels/cpu/reduce.h"
 
 #ifdef DTR_WITH_CUDA
@@ -150,6 +152,27 @@ void run_on_device(ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols
   run_kernel(CpuRowKernels{}, kind, in, rows, cols, out);
 }
 
+// Records out's backward (dtensor/ops/reduce_backward.cpp) when t needs a gradient.
+// max and min called without dims reduce the whole tensor; argmax has none.
+void record_backward(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims,
+                     const std::vector<bool>& reduced, bool keepdim, const Tensor& out) {
+  switch (kind) {
+    case ReduceKind::sum:
+    case ReduceKind::mean:
+      ops::record_sum_backward(t, reduced, kind == ReduceKind::mean, out);
+      return;
+    case ReduceKind::max:
+    case ReduceKind::min:
+      if (dims.empty()) {
+        ops::record_extremum_all_backward(t, kind == ReduceKind::max, out);
+      } else {
+        ops::record_extremum_dim_backward(t, dims[0], keepdim, kind == ReduceKind::max, out);
+      }
+      return;
+    case ReduceKind::argmax: return;  // integer indices have no gradient
+  }
+}
+
 // Reduces `t` over `dims` (every dim when empty). The kept dims are moved first
 // and the reduced dims last, so the kernels see contiguous [rows, cols] rows.
 Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
@@ -183,8 +206,11 @@ Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims
   perm.insert(perm.end(), reduced_order.begin(), reduced_order.end());
 
   Tensor out = empty(out_shape, {.dtype = result_dtype(kind, t.dtype()), .device = device});
-  if (device.is_meta() || rows == 0) return out;
-  run_on_device(kind, t.permute(perm).contiguous(), rows, cols, out);
+  if (!device.is_meta() && rows != 0) {
+    NoGradGuard no_grad;  // the permuted copy is bookkeeping; the op records its own backward
+    run_on_device(kind, t.permute(perm).contiguous(), rows, cols, out);
+  }
+  record_backward(kind, t, dims, reduced, keepdim, out);
   return out;
 }
 

@@ -16,6 +16,12 @@
 // different orders, so they agree within rounding, while max/min/argmax (up to
 // the sign of a zero) and integer sums agree exactly. Meta inputs give meta outputs of the right shape
 // and dtype without computing anything.
+//
+// Autograd (floating inputs): sum and mean send the output gradient back to every
+// reduced element (divided by the count for mean); max/min over a dim send it to
+// the position argmax picks (the first max, or first min); whole-tensor max/min
+// split it evenly among all elements equal to the result, like PyTorch. argmax
+// results never require grad.
 #pragma once
 
 #include "dtensor/tensor.h"

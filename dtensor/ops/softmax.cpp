@@ -1,7 +1,9 @@
 #include "dtensor/ops/softmax.h"
 
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/op_checks.h"
+#include "dtensor/ops/softmax_backward.h"
 #include "kernels/cpu/softmax.h"
 
 #ifdef DTR_WITH_CUDA
@@ -70,12 +72,24 @@ Tensor softmax_impl(SoftmaxKind kind, const Tensor& t, int64_t dim) {
   return d == last ? out : out.transpose(d, last).contiguous();
 }
 
+// Computes without recording (the transposes and copies above are bookkeeping),
+// then records the op's own backward.
+Tensor softmax_op(SoftmaxKind kind, const Tensor& t, int64_t dim) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = softmax_impl(kind, t, dim);
+  }
+  ops::record_softmax_backward(t, dim, kind == SoftmaxKind::log_softmax, out);
+  return out;
+}
+
 }  // namespace
 
-Tensor softmax(const Tensor& t, int64_t dim) { return softmax_impl(SoftmaxKind::softmax, t, dim); }
+Tensor softmax(const Tensor& t, int64_t dim) { return softmax_op(SoftmaxKind::softmax, t, dim); }
 
 Tensor log_softmax(const Tensor& t, int64_t dim) {
-  return softmax_impl(SoftmaxKind::log_softmax, t, dim);
+  return softmax_op(SoftmaxKind::log_softmax, t, dim);
 }
 
 }  // namespace dtr

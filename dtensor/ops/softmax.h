@@ -5,6 +5,8 @@
 // input (dim 0 or -1) gives 1 (softmax) or 0 (log_softmax). Inputs on cpu or
 // (in CUDA builds) cuda are computed there, cuda on the device's current stream.
 // Meta inputs give meta outputs without computing anything.
+// Autograd: both are differentiable; the backward saves only the output y:
+// softmax dx = y * (g - sum(g * y)), log_softmax dx = g - exp(y) * sum(g).
 #pragma once
 
 #include "dtensor/tensor.h"

@@ -1,0 +1,23 @@
+// Internal to dtensor/ops: autograd for the matrix products of matmul.h. The
+// forward ops compute without recording (under NoGradGuard) and then call one of
+// these, which records a backward node for `out` when grad mode is on and some
+// operand requires grad (otherwise they do nothing). Each node saves only the
+// operands its gradients need (a for b's gradient, b for a's), as detached views.
+#pragma once
+
+#include "dtensor/scalar.h"
+#include "dtensor/tensor.h"
+
+namespace dtr::ops {
+
+// out = matmul(a, b) (torch.matmul, 1-D promotions and broadcast batch dims).
+void record_matmul_backward(const Tensor& a, const Tensor& b, const Tensor& out);
+// out = mm(a, b).
+void record_mm_backward(const Tensor& a, const Tensor& b, const Tensor& out);
+// out = bmm(a, b).
+void record_bmm_backward(const Tensor& a, const Tensor& b, const Tensor& out);
+// out = beta * c + alpha * mm(a, b), c broadcast to out's shape.
+void record_addmm_backward(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta,
+                           Scalar alpha, const Tensor& out);
+
+}  // namespace dtr::ops

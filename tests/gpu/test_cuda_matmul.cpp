@@ -1,0 +1,160 @@
+// The matmul ops (matmul, mm, bmm, addmm) on cuda tensors against the same ops on
+// the cpu: 2-D, 1-D promotions, broadcast batch dims, the [.., m, k] . [k, n]
+// (Linear) case, transposed and permuted views, and addmm's broadcast c with beta
+// and alpha, for f32, bf16 and f16; f64 on cuda is a clear error. One backward
+// through matmul, addmm, log_softmax and max runs on cuda and is compared with the
+// cpu backward. Inputs are fresh random numbers each run (the seed is printed on
+// failure). Both devices accumulate in f32 but in different orders, so results
+// agree within ||gpu - cpu|| / ||cpu|| <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16).
+#include "dtensor/factory.h"
+#include "dtensor/ops/matmul.h"
+#include "dtensor/ops/reduce.h"
+#include "dtensor/ops/softmax.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace dtr;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 1e-5;
+    case DType::f16: return 2e-3;
+    default: return 1e-2;
+  }
+}
+
+// Uniform values in [-1, 1) of `shape`, drawn in double and converted to `dtype`.
+Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen) {
+  std::uniform_real_distribution<double> dist(-1, 1);
+  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+  for (double& x : v) x = dist(gen);
+  return from_vector(v, shape).to(dtype);
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
+}
+
+// ||got - want|| / ||want|| (0 when both are zero).
+double relative_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> g = values_of(got), w = values_of(want);
+  REQUIRE(g.size() == w.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    diff += (g[i] - w[i]) * (g[i] - w[i]);
+    norm += w[i] * w[i];
+  }
+  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+// One op applied to operands built from cpu tensors: `make` gives the views the op
+// takes (a transpose of a stored tensor, say), from tensors on either device.
+struct Case {
+  std::string name;
+  std::vector<Shape> stored;  // shapes of the stored operands
+  std::function<Tensor(const std::vector<Tensor>&)> op;
+};
+
+std::vector<Case> cases() {
+  auto mat = [](const std::vector<Tensor>& t) { return matmul(t[0], t[1]); };
+  return {
+      {"2-D . 2-D", {{37, 53}, {53, 29}}, mat},
+      {"tile-sized 2-D", {{128, 64}, {64, 136}}, mat},
+      {"1-D . 1-D", {{77}, {77}}, mat},
+      {"1-D . 3-D", {{24}, {4, 24, 7}}, mat},
+      {"3-D . 1-D", {{3, 9, 24}, {24}}, mat},
+      {"broadcast batch dims", {{3, 1, 17, 24}, {5, 24, 9}}, mat},
+      {"Linear case [.., m, k] . [k, n]", {{4, 6, 32}, {32, 16}}, mat},
+      {"2-D . batched", {{17, 24}, {3, 24, 8}}, mat},
+      {"transposed views", {{24, 17}, {9, 24}},
+       [](const std::vector<Tensor>& t) { return matmul(t[0].t(), t[1].t()); }},
+      {"permuted batched views", {{17, 3, 24}, {24, 3, 8}},
+       [](const std::vector<Tensor>& t) { return matmul(t[0].permute({1, 0, 2}), t[1].permute({1, 0, 2})); }},
+      {"sliced operand", {{20, 48}, {24, 10}},
+       [](const std::vector<Tensor>& t) { return matmul(t[0].slice(1, 0, 48, 2), t[1]); }},
+      {"mm", {{33, 16}, {16, 40}}, [](const std::vector<Tensor>& t) { return mm(t[0], t[1]); }},
+      {"bmm of a transpose", {{4, 24, 13}, {4, 24, 11}},
+       [](const std::vector<Tensor>& t) { return bmm(t[0].transpose(1, 2), t[1]); }},
+      {"addmm, row-broadcast c", {{40}, {21, 32}, {32, 40}},
+       [](const std::vector<Tensor>& t) { return addmm(t[0], t[1], t[2]); }},
+      {"addmm, column c, beta and alpha", {{21, 1}, {21, 32}, {40, 32}},
+       [](const std::vector<Tensor>& t) { return addmm(t[0], t[1], t[2].t(), 0.5, -2); }},
+      {"addmm, beta 0", {{21, 40}, {21, 32}, {32, 40}},
+       [](const std::vector<Tensor>& t) { return addmm(t[0], t[1], t[2], 0, 1.5); }},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cuda matmul ops match the cpu ops for f32, bf16 and f16", "[gpu][matmul]") {
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases()) {
+      INFO(c.name << " in " << dtype_name(dtype));
+      std::vector<Tensor> cpu_in, gpu_in;
+      for (const Shape& s : c.stored) {
+        cpu_in.push_back(random_cpu(s, dtype, gen));
+        gpu_in.push_back(cpu_in.back().to(kGpu));
+      }
+      const Tensor want = c.op(cpu_in);
+      const Tensor got = c.op(gpu_in);
+      CHECK(got.device() == kGpu);
+      CHECK(got.dtype() == dtype);
+      CHECK(got.sizes() == want.sizes());
+      CHECK(relative_error(got, want) <= tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("cuda matmul ops refuse f64 with an error naming the op and dtype", "[gpu][matmul]") {
+  const Tensor a = zeros({2, 3}, {.dtype = DType::f64, .device = kGpu});
+  const Tensor b = zeros({3, 4}, {.dtype = DType::f64, .device = kGpu});
+  CHECK_THROWS_WITH(matmul(a, b), Catch::Contains("matmul: f64 tensors on cuda:0 are not supported"));
+  CHECK_THROWS_WITH(mm(a, b), Catch::Contains("mm: f64"));
+  CHECK_THROWS_WITH(bmm(a.unsqueeze(0), b.unsqueeze(0)), Catch::Contains("bmm: f64"));
+  CHECK_THROWS_WITH(addmm(b.narrow(0, 0, 1), a, b), Catch::Contains("addmm: f64"));
+  CHECK_THROWS_WITH(matmul(a.to(DType::f32), b.to(DType::f32).to(kCpu)),
+                    Catch::Contains("expected all operands on cuda:0"));
+}
+
+TEST_CASE("a backward through matmul, addmm, log_softmax and max on cuda matches the cpu", "[gpu][matmul]") {
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 gen(seed);
+  // loss = sum(max(log_softmax(addmm(c, x, w1) reshaped . w2, -1), 1)), f32.
+  const std::vector<Shape> shapes = {{12}, {8, 16}, {16, 12}, {3, 4, 5}};  // c, x, w1, w2
+  std::vector<Tensor> cpu_leaves, gpu_leaves;
+  for (const Shape& s : shapes) {
+    const Tensor t = random_cpu(s, DType::f32, gen);
+    cpu_leaves.push_back(t.detach().requires_grad_());
+    gpu_leaves.push_back(t.to(kGpu).requires_grad_());
+  }
+  auto loss_of = [](const std::vector<Tensor>& p) {
+    const Tensor h = addmm(p[0], p[1], p[2]).view({2, 4, 12}).narrow(2, 0, 4);  // [2, 4, 4]
+    const Tensor logits = matmul(h.unsqueeze(1), p[3]);                       // [2, 3, 4, 5]
+    return sum(max(log_softmax(logits, -1), 1));
+  };
+  const Tensor cpu_loss = loss_of(cpu_leaves), gpu_loss = loss_of(gpu_leaves);
+  CHECK(relative_error(gpu_loss, cpu_loss) <= 1e-5);
+  cpu_loss.backward();
+  gpu_loss.backward();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    INFO("leaf " << i << " of shape " << shape_str(shapes[i]));
+    REQUIRE(gpu_leaves[i].grad().defined());
+    CHECK(gpu_leaves[i].grad().device() == kGpu);
+    CHECK(relative_error(gpu_leaves[i].grad(), cpu_leaves[i].grad()) <= 1e-4);
+  }
+}
