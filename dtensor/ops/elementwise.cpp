@@ -5,7 +5,9 @@
 #include "dtensor/ops/elementwise.h"
 
 #include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise_backward.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/elementwise_ops.h"
@@ -135,6 +137,7 @@ Tensor unary_op(std::string_view op, UnaryOp kind, const Tensor& x) {
   } else {
     dispatch_dtype(x.dtype(), run);
   }
+  ops::record_unary_grad(kind, x, out);
   return out;
 }
 
@@ -149,15 +152,17 @@ Tensor binary_op(std::string_view op, BinaryOp kind, const Tensor& a, const Tens
   Shape shape = check_binary(op, a, b);
   check_integer_operand(op, kind, b);
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
-  if (out.device().is_meta() || out.numel() == 0) return out;
-  Tensor ae = a.expand(shape), be = b.expand(shape);
-  dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    with_kernels(out.device(), [&](auto k) {
-      k.binary(kind, ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
-               be.data<T>(), be.strides().data(), out.data<T>(), out.strides().data());
+  if (!out.device().is_meta() && out.numel() != 0) {
+    Tensor ae = a.expand(shape), be = b.expand(shape);
+    dispatch_dtype(a.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      with_kernels(out.device(), [&](auto k) {
+        k.binary(kind, ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
+                 be.data<T>(), be.strides().data(), out.data<T>(), out.strides().data());
+      });
     });
-  });
+  }
+  ops::record_binary_grad(kind, a, b, out);
   return out;
 }
 
@@ -191,6 +196,10 @@ void check_alpha(std::string_view op, DType dtype, Scalar alpha) {
 const Tensor& inplace_op(std::string_view op, BinaryOp kind, const Tensor& self,
                          const Tensor& other_in, Scalar alpha = 1) {
   Shape shape = check_binary(op, self, other_in);
+  DTR_CHECK(!autograd::needs_grad({&other_in}),
+            "{}: the operand of shape {} requires grad, and autograd does not record in-place "
+            "ops; use the out-of-place op, or detach() the operand",
+            op, shape_str(other_in.sizes()));
   autograd::check_inplace(op, self);
   DTR_CHECK(shape == self.sizes(),
             "{}: the result of broadcasting self of shape {} with other of shape {} has shape {}, "
@@ -260,16 +269,18 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   Shape shape = check_binary("add", a, b);
   check_alpha("add", a.dtype(), alpha);
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
-  if (out.device().is_meta() || out.numel() == 0) return out;
-  Tensor ae = a.expand(shape), be = b.expand(shape);
-  dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    with_kernels(out.device(), [&](auto k) {
-      k.add_scaled(ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(), be.data<T>(),
-                   be.strides().data(), alpha.to<opmath_t<T>>(), out.data<T>(),
-                   out.strides().data());
+  if (!out.device().is_meta() && out.numel() != 0) {
+    Tensor ae = a.expand(shape), be = b.expand(shape);
+    dispatch_dtype(a.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      with_kernels(out.device(), [&](auto k) {
+        k.add_scaled(ndim_of(shape), shape.data(), ae.data<T>(), ae.strides().data(),
+                     be.data<T>(), be.strides().data(), alpha.to<opmath_t<T>>(), out.data<T>(),
+                     out.strides().data());
+      });
     });
-  });
+  }
+  ops::record_binary_grad(BinaryOp::add, a, b, out, alpha);
   return out;
 }
 
@@ -341,16 +352,18 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = ops::broadcast_shapes(
       "where", ops::broadcast_shapes("where", cond.sizes(), a.sizes()), b.sizes());
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = device});
-  if (device.is_meta() || out.numel() == 0) return out;
-  Tensor ce = cond.expand(shape), ae = a.expand(shape), be = b.expand(shape);
-  dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    with_kernels(device, [&](auto k) {
-      k.where(ndim_of(shape), shape.data(), ce.data<uint8_t>(), ce.strides().data(), ae.data<T>(),
-              ae.strides().data(), be.data<T>(), be.strides().data(), out.data<T>(),
-              out.strides().data());
+  if (!device.is_meta() && out.numel() != 0) {
+    Tensor ce = cond.expand(shape), ae = a.expand(shape), be = b.expand(shape);
+    dispatch_dtype(a.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      with_kernels(device, [&](auto k) {
+        k.where(ndim_of(shape), shape.data(), ce.data<uint8_t>(), ce.strides().data(),
+                ae.data<T>(), ae.strides().data(), be.data<T>(), be.strides().data(),
+                out.data<T>(), out.strides().data());
+      });
     });
-  });
+  }
+  ops::record_where_grad(cond, a, b, out);
   return out;
 }
 
@@ -383,6 +396,11 @@ const Tensor& div_(const Tensor& self, Scalar other) {
 
 Tensor cast(const Tensor& t, DType dtype) {
   DTR_CHECK(t.defined(), "cast: the tensor is undefined");
+  if (!is_floating(dtype)) {
+    // An integer result never requires grad: nothing to record.
+    NoGradGuard no_grad;
+    return t.to(dtype);
+  }
   return t.to(dtype);
 }
 

@@ -24,6 +24,14 @@
 // broadcast of self with other must have self's shape, self must not have two
 // elements at one memory location (e.g. an expanded view), and `other` may
 // overlap self (it is copied first when it does).
+//
+// Autograd: every op on floating tensors records its backward when grad mode is on
+// and an input requires grad (formulas and non-differentiable-point choices in
+// dtensor/ops/elementwise_backward.h); gradients are summed back over broadcast
+// dims and a Scalar operand gets none. where() passes gradients to a and b, never
+// to cond. Comparisons give u8 results, which never require grad. In-place ops are
+// not recorded: they refuse (while grad mode is on) a self or an other that
+// requires grad. cast() records like Tensor::to(dtype).
 #pragma once
 
 #include "dtensor/scalar.h"
