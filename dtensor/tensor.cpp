@@ -394,7 +394,9 @@ Tensor Tensor::to(Device target) const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  return autograd::record_unary(*this, copied(*this, target, device()), "ToDTypeBackward",
+  Tensor out = copied(*this, target, device());
+  if (!is_floating(target)) return out;  // integer results carry no gradient
+  return autograd::record_unary(*this, std::move(out), "ToDTypeBackward",
                                 [from = dtype()](const Tensor& g) { return g.to(from); });
 }
 

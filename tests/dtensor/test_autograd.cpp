@@ -205,4 +205,6 @@ TEST_CASE("autograd rejects bad input with clear messages", "[autograd]") {
   }
   CHECK(x.to_vector<double>() == std::vector<double>(6, 1.0));
   CHECK_THROWS_WITH(x.set_grad(zeros({3})), Catch::Contains("set_grad: gradient of shape [3]"));
+  // A conversion to an integer dtype simply carries no gradient.
+  CHECK_FALSE(x.to(DType::i64).requires_grad());
 }
