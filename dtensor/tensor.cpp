@@ -400,7 +400,7 @@ Tensor Tensor::to(DType target) const {
                                 [from = dtype()](const Tensor& g) { return g.to(from); });
 }
 
-Tensor& Tensor::copy_(const Tensor& src_in) {
+const Tensor& Tensor::copy_(const Tensor& src_in) const {
   DTR_CHECK(src_in.defined(), "copy_: source tensor is undefined");
   DTR_CHECK(!autograd::needs_grad({&src_in}),
             "copy_: copying from a tensor that requires grad is not recorded by autograd; use "
@@ -435,7 +435,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   return *this;
 }
 
-Tensor& Tensor::fill_(Scalar value) {
+const Tensor& Tensor::fill_(Scalar value) const {
   autograd::check_inplace("fill_", *this);
   if (device().is_meta() || numel() == 0) return *this;
   if (device().is_cuda()) {

@@ -99,9 +99,10 @@ class Tensor {
   Tensor clone() const;
   Tensor to(Device device) const;  // itself when already there
   Tensor to(DType dtype) const;    // itself when already that dtype
-  Tensor& copy_(const Tensor& src);  // src broadcast to this shape, converted to this dtype
-  Tensor& fill_(Scalar value);
-  Tensor& zero_() { return fill_(0); }
+  // In-place writes change the data, not the handle, so they work on const handles.
+  const Tensor& copy_(const Tensor& src) const;  // src broadcast to this shape, converted to this dtype
+  const Tensor& fill_(Scalar value) const;
+  const Tensor& zero_() const { return fill_(0); }
 
   // Elements in row-major order; T must be the tensor's dtype.
   template <class T>

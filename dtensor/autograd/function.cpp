@@ -50,7 +50,30 @@ class LambdaBackward final : public Node {
   std::function<Tensor(const Tensor&)> fn_;
 };
 
+class CallAfterBackward final : public Node {
+ public:
+  explicit CallAfterBackward(std::function<void()> fn) : fn_(std::move(fn)) {}
+  std::string name() const override { return "CallAfterBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    fn_();
+    return {grads[0]};
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
 }  // namespace
+
+Tensor call_after_backward(const Tensor& x, std::function<void()> fn) {
+  DTR_CHECK(x.requires_grad(),
+            "call_after_backward: the tensor (shape {}) does not require grad, so no backward will "
+            "reach it; use queue_callback",
+            shape_str(x.sizes()));
+  Tensor out = x.detach();
+  set_history(std::make_shared<CallAfterBackward>(std::move(fn)), {&x}, {&out});
+  return out;
+}
 
 Tensor record_unary(const Tensor& input, Tensor output, std::string name,
                     std::function<Tensor(const Tensor& grad)> backward) {

@@ -38,6 +38,13 @@ void set_history(const std::shared_ptr<Node>& node, std::initializer_list<const 
 Tensor record_unary(const Tensor& input, Tensor output, std::string name,
                     std::function<Tensor(const Tensor& grad)> backward);
 
+// Returns a view of x (same values) whose backward calls `fn` before passing the
+// gradient on. Everything computed from the returned tensor contributes to that
+// gradient, so `fn` runs once the backward of all of it is done: a module's
+// post-backward hook (FSDP reduce-scatters its gradients there). x must require
+// grad; when no input of a module does, use queue_callback instead.
+Tensor call_after_backward(const Tensor& x, std::function<void()> fn);
+
 // Before an in-place write to `self`: refuses tensors that require grad while grad
 // mode is on (autograd does not record in-place ops), then bumps self's version so
 // that a backward which saved it reports the modification.

@@ -1,0 +1,39 @@
+#include "nn/linear.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/matmul.h"
+#include "dtensor/random.h"
+
+#include <cmath>
+
+namespace dtr::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
+    : in_(in_features), out_(out_features), bias_(options.bias) {
+  DTR_CHECK(in_features > 0 && out_features > 0,
+            "Linear: in_features and out_features must be positive, got {} and {}", in_features,
+            out_features);
+  TensorOptions t{.dtype = options.dtype, .device = options.device, .tag = MemoryTag::param};
+  register_parameter("weight", empty({out_, in_}, t));
+  if (bias_) register_parameter("bias", empty({out_}, t));
+  NoGradGuard no_grad;
+  reset_own_parameters();
+}
+
+void Linear::reset_own_parameters() {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  uniform_(parameter("weight"), -bound, bound);
+  if (bias_) uniform_(parameter("bias"), -bound, bound);
+}
+
+Tensor Linear::forward(const Tensor& input) {
+  DTR_CHECK(input.dim() >= 1 && input.size(-1) == in_,
+            "Linear: expected input with last dim {} (in_features), got shape {}", in_,
+            shape_str(input.sizes()));
+  Tensor y = matmul(input, parameter("weight").t());
+  return bias_ ? y + parameter("bias") : y;
+}
+
+}  // namespace dtr::nn

@@ -1,0 +1,32 @@
+// Linear: y = x · Wᵀ + b over the last dim of x (any leading dims).
+// weight is [out_features, in_features]; bias is [out_features] (optional).
+// Initialisation follows PyTorch: W and b uniform on ±1/sqrt(in_features).
+#pragma once
+
+#include "nn/module.h"
+
+namespace dtr::nn {
+
+struct LinearOptions {
+  bool bias = true;
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, const LinearOptions& options = {});
+  std::string type_name() const override { return "Linear"; }
+  Tensor forward(const Tensor& input) override;
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ protected:
+  void reset_own_parameters() override;
+
+ private:
+  int64_t in_, out_;
+  bool bias_;
+};
+
+}  // namespace dtr::nn

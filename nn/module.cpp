@@ -1,0 +1,245 @@
+#include "nn/module.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/factory.h"
+
+#include <algorithm>
+#include <set>
+
+namespace dtr::nn {
+
+namespace {
+
+std::string join_name(const std::string& prefix, const std::string& name) {
+  if (prefix.empty()) return name;
+  return name.empty() ? prefix : prefix + "." + name;
+}
+
+void check_local_name(const Module& m, const std::string& kind, const std::string& name) {
+  DTR_CHECK(!name.empty() && name.find('.') == std::string::npos,
+            "{}: {} name '{}' must be non-empty and contain no '.'", m.type_name(), kind, name);
+}
+
+// A parameter tensor: a leaf counted under MemoryTag::param, requiring grad if asked.
+Tensor as_parameter(Tensor t, bool requires_grad) {
+  if (!t.device().is_meta() && t.storage().tag() != MemoryTag::param) t.storage().set_tag(MemoryTag::param);
+  if (requires_grad && is_floating(t.dtype())) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor Module::operator()(const Tensor& input) {
+  Tensor x = input;
+  for (auto& [handle, hook] : pre_hooks_) {
+    Tensor replaced = hook(*this, x);
+    if (replaced.defined()) x = std::move(replaced);
+  }
+  Tensor out = forward(x);
+  for (auto& [handle, hook] : post_hooks_) {
+    Tensor replaced = hook(*this, x, out);
+    if (replaced.defined()) out = std::move(replaced);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out = parameters_;
+  if (!recurse) return out;
+  for (const auto& [child_name, child] : children_) {
+    for (auto& [name, p] : child->named_parameters(true)) out.emplace_back(join_name(child_name, name), p);
+  }
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, p] : named_parameters(recurse)) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out = buffers_;
+  if (!recurse) return out;
+  for (const auto& [child_name, child] : children_) {
+    for (auto& [name, b] : child->named_buffers(true)) out.emplace_back(join_name(child_name, name), b);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, ModulePtr>> Module::named_children() const { return children_; }
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [child_name, child] : children_) {
+    for (auto& [name, m] : child->named_modules()) out.emplace_back(join_name(child_name, name), m);
+  }
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+Tensor* Module::find_parameter(const std::string& name) {
+  for (auto& [n, p] : parameters_) {
+    if (n == name) return &p;
+  }
+  return nullptr;
+}
+
+bool Module::has_parameter(const std::string& name) const {
+  return std::any_of(parameters_.begin(), parameters_.end(), [&](const auto& p) { return p.first == name; });
+}
+
+const Tensor& Module::parameter(const std::string& name) const {
+  for (const auto& [n, p] : parameters_) {
+    if (n == name) return p;
+  }
+  std::vector<std::string> names;
+  for (const auto& [n, p] : parameters_) names.push_back(n);
+  DTR_FAIL("{}: no parameter named '{}' (it has: {})", type_name(), name, fmt::join(names, ", "));
+}
+
+void Module::set_parameter(const std::string& name, Tensor value) {
+  Tensor* slot = find_parameter(name);
+  DTR_CHECK(slot != nullptr, "{}: no parameter named '{}' to replace", type_name(), name);
+  *slot = std::move(value);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_local_name(*this, "parameter", name);
+  DTR_CHECK(value.defined(), "{}: parameter '{}' is undefined", type_name(), name);
+  DTR_CHECK(!has_parameter(name), "{}: parameter '{}' is registered twice", type_name(), name);
+  parameters_.emplace_back(name, as_parameter(std::move(value), requires_grad));
+  return parameters_.back().second;
+}
+
+void Module::register_buffer(const std::string& name, Tensor value) {
+  check_local_name(*this, "buffer", name);
+  buffers_.emplace_back(name, std::move(value));
+}
+
+void Module::add_child(const std::string& name, ModulePtr module) {
+  check_local_name(*this, "child module", name);
+  DTR_CHECK(module != nullptr, "{}: child module '{}' is null", type_name(), name);
+  for (const auto& [n, c] : children_) {
+    DTR_CHECK(n != name, "{}: child module '{}' is registered twice", type_name(), name);
+  }
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : parameters_) {
+    if (p.device() == device) continue;
+    bool wants_grad = p.requires_grad();
+    MemoryTagGuard tag(MemoryTag::param);
+    p = as_parameter(p.to(device), wants_grad);
+  }
+  for (auto& [name, b] : buffers_) b = b.to(device);
+  for (auto& [name, child] : children_) child->to(device);
+}
+
+void Module::to(DType dtype) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : parameters_) {
+    if (!is_floating(p.dtype()) || p.dtype() == dtype) continue;
+    bool wants_grad = p.requires_grad();
+    MemoryTagGuard tag(MemoryTag::param);
+    p = as_parameter(p.to(dtype), wants_grad);
+  }
+  for (auto& [name, b] : buffers_) {
+    if (is_floating(b.dtype())) b = b.to(dtype);
+  }
+  for (auto& [name, child] : children_) child->to(dtype);
+}
+
+void Module::to_empty(Device device) {
+  for (auto& [name, p] : parameters_) {
+    bool wants_grad = p.requires_grad();
+    p = as_parameter(empty(p.sizes(), {.dtype = p.dtype(), .device = device, .tag = MemoryTag::param}),
+                     wants_grad);
+  }
+  for (auto& [name, b] : buffers_) b = empty(b.sizes(), {.dtype = b.dtype(), .device = device});
+  for (auto& [name, child] : children_) child->to_empty(device);
+}
+
+void Module::reset_parameters() {
+  NoGradGuard no_grad;
+  for (auto& [name, m] : named_modules()) m->reset_own_parameters();
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (auto& [name, p] : named_parameters()) out[name] = p.detach();
+  for (auto& [name, b] : named_buffers()) out[name] = b.detach();
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> targets = named_parameters();
+  for (auto& nb : named_buffers()) targets.push_back(nb);
+  std::vector<std::string> missing, mismatched;
+  std::set<std::string> known;
+  for (const auto& [name, t] : targets) {
+    known.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+    } else if (it->second.sizes() != t.sizes()) {
+      mismatched.push_back(fmt::format("{} (checkpoint {}, module {})", name, shape_str(it->second.sizes()),
+                                       shape_str(t.sizes())));
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, t] : state) {
+    if (!known.count(name)) unexpected.push_back(name);
+  }
+  DTR_CHECK(mismatched.empty(), "{}.load_state_dict: shape mismatch for {}", type_name(),
+            fmt::join(mismatched, "; "));
+  DTR_CHECK(!strict || (missing.empty() && unexpected.empty()),
+            "{}.load_state_dict: missing keys [{}], unexpected keys [{}]", type_name(),
+            fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : targets) {
+    auto it = state.find(name);
+    if (it != state.end()) Tensor(t).copy_(it->second);
+  }
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      Tensor(p.grad()).zero_();
+    }
+  }
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  pre_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  return next_hook_handle_++;
+}
+
+int Module::register_forward_hook(ForwardHook hook) {
+  post_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  return next_hook_handle_++;
+}
+
+void Module::remove_hook(int handle) {
+  std::erase_if(pre_hooks_, [&](const auto& h) { return h.first == handle; });
+  std::erase_if(post_hooks_, [&](const auto& h) { return h.first == handle; });
+}
+
+}  // namespace dtr::nn

@@ -1,0 +1,114 @@
+// nn::Module: the base of every layer and model. A module owns named parameters
+// (leaf tensors requiring grad), buffers and child modules, and computes
+// forward(input) -> output on one tensor.
+//
+// The general mechanisms FSDP relies on (it never special-cases a layer type):
+//   - named_parameters() / named_modules() with dotted names ("layers.0.weight");
+//   - parameter slots whose content can be swapped (set_parameter): a sharded
+//     tensor between steps, an unsharded one during compute. Modules read their
+//     parameters through the slot on every forward, never caching the tensor;
+//   - forward pre-hooks and post-hooks that see and may replace the input and
+//     the output. Call a module with operator(), which runs the hooks; calling
+//     forward() directly bypasses them.
+// Initialisation: parameters are made (or re-made on another device with
+// to_empty) and then filled by reset_parameters(), which visits modules in
+// named_modules() order, each filling its own parameters through the RNG.
+#pragma once
+
+#include "dtensor/tensor.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtr::nn {
+
+class Module;
+using ModulePtr = std::shared_ptr<Module>;
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The layer's name in summaries and errors ("Linear", "Sequential", ...).
+  virtual std::string type_name() const = 0;
+  virtual Tensor forward(const Tensor& input) = 0;
+  // Runs the forward pre-hooks, forward() and the forward hooks.
+  Tensor operator()(const Tensor& input);
+
+  // --- parameters, buffers, children ---
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, ModulePtr>> named_children() const;
+  // This module ("") and every descendant, parents before children, in registration order.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  int64_t num_parameters() const;
+
+  // This module's own parameter `name` (not a child's).
+  const Tensor& parameter(const std::string& name) const;
+  // Replaces what parameter slot `name` holds. No shape check: FSDP stores shards here.
+  void set_parameter(const std::string& name, Tensor value);
+  bool has_parameter(const std::string& name) const;
+
+  // --- devices, dtypes, initialisation ---
+  void to(Device device);        // copies parameters and buffers (they stay leaves)
+  void to(DType dtype);          // floating parameters and buffers only
+  void to_empty(Device device);  // re-allocates without copying (meta -> real device)
+  // Fills every parameter of this module and its descendants.
+  void reset_parameters();
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // --- state ---
+  // Parameters and buffers by dotted name (detached: same storage, no grad).
+  StateDict state_dict() const;
+  // Copies values in. strict: every key of the module must be present and no extra
+  // key may be; errors list the missing, unexpected and mismatched keys.
+  void load_state_dict(const StateDict& state, bool strict = true);
+  void zero_grad(bool set_to_none = true);
+
+  // --- hooks ---
+  // Pre-hook: sees the input; returning a defined tensor replaces it.
+  using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+  // Hook: sees input and output; returning a defined tensor replaces the output.
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+  int register_forward_pre_hook(ForwardPreHook hook);
+  int register_forward_hook(ForwardHook hook);
+  void remove_hook(int handle);
+
+ protected:
+  // Registers a parameter (made a leaf requiring grad if floating) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  void register_buffer(const std::string& name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+  // Fills this module's own parameters (default: nothing to fill).
+  virtual void reset_own_parameters() {}
+
+ private:
+  void add_child(const std::string& name, ModulePtr module);
+  Tensor* find_parameter(const std::string& name);
+
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, ModulePtr>> children_;
+  std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<int, ForwardHook>> post_hooks_;
+  int next_hook_handle_ = 0;
+  bool training_ = true;
+};
+
+}  // namespace dtr::nn
