@@ -1,0 +1,33 @@
+// Scaled dot-product attention (like torch.nn.functional.scaled_dot_product_attention)
+// with grouped-query attention and an optional causal mask, on a fused CPU kernel
+// (kernels/cpu/attention.h) that never stores the T x S attention matrix.
+//
+//   q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, D]  ->  out [B, Hq, T, D]
+//   out[b, h, t] = sum_s softmax_s(scale * q[b, h, t] . k[b, g, s]) v[b, g, s]
+// where g = h / (Hq / Hkv): Hq must be a multiple of Hkv, and each group of Hq / Hkv
+// consecutive query heads shares one kv head (Hq == Hkv is ordinary multi-head
+// attention). With causal, query t sees keys s <= t + (S - T) (the last query row
+// is aligned with the last key, as for decoding with a kv cache); a query row that
+// sees no key at all (only when T > S) gives 0, with a 0 gradient.
+// scale defaults to 1 / sqrt(D).
+//
+// q, k and v must share a floating dtype (f32, f64, bf16, f16) and a device (cpu,
+// or meta: shapes only); they may be non-contiguous. bf16/f16 compute in float and
+// round once; the result is a new contiguous tensor of q's dtype.
+//
+// Autograd: differentiable in q, k and v. The op saves q, k, v and out in float
+// (double for f64) plus one log-sum-exp per query row, and the backward recomputes
+// the probabilities from them.
+#pragma once
+
+#include "dtensor/tensor.h"
+
+#include <optional>
+
+namespace dtr {
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal = false,
+                                    std::optional<double> scale = std::nullopt);
+
+}  // namespace dtr

@@ -1,0 +1,59 @@
+// The backward of scaled_dot_product_attention (declared in
+// dtensor/ops/attention_backward.h).
+#include "dtensor/ops/attention_backward.h"
+
+#include "dtensor/factory.h"
+
+#include <utility>
+
+namespace dtr::ops {
+
+AttentionBackward::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& out, const Tensor& lse,
+                                     kernels::cpu::AttentionDims dims, DType dtype)
+    : q_(q), k_(k), v_(v), out_(out), lse_(lse), dims_(dims), dtype_(dtype) {}
+
+void AttentionBackward::release_saved() {
+  q_.release();
+  k_.release();
+  v_.release();
+  out_.release();
+  lse_.release();
+}
+
+std::vector<Tensor> AttentionBackward::apply(std::vector<Tensor> grads) {
+  const Tensor q = q_.unpack(*this);
+  const Tensor k = k_.unpack(*this);
+  const Tensor v = v_.unpack(*this);
+  const Tensor out = out_.unpack(*this);
+  const Tensor lse = lse_.unpack(*this);
+  std::vector<Tensor> result(3);
+  if (!grads[0].defined()) return result;
+  const DType acc = q.dtype();
+  const Device device = q.device();
+  Tensor dq = needs_input_grad(0) ? empty(q.sizes(), {.dtype = acc, .device = device}) : Tensor();
+  Tensor dk = needs_input_grad(1) ? empty(k.sizes(), {.dtype = acc, .device = device}) : Tensor();
+  Tensor dv = needs_input_grad(2) ? empty(v.sizes(), {.dtype = acc, .device = device}) : Tensor();
+  if (!device.is_meta()) {
+    const Tensor dout = grads[0].to(acc).contiguous();
+    auto run = [&](auto* tag) {
+      using A = std::remove_pointer_t<decltype(tag)>;
+      auto ptr = [](const Tensor& t) { return t.defined() ? t.data<A>() : nullptr; };
+      kernels::cpu::attention_backward<A>(q.data<A>(), k.data<A>(), v.data<A>(), out.data<A>(),
+                                          lse.data<A>(), dout.data<A>(), dims_, ptr(dq), ptr(dk),
+                                          ptr(dv));
+    };
+    if (acc == DType::f64) {
+      run(static_cast<double*>(nullptr));
+    } else {
+      run(static_cast<float*>(nullptr));
+    }
+  }
+  Tensor* grads_out[3] = {&dq, &dk, &dv};
+  for (size_t i = 0; i < 3; ++i) {
+    if (grads_out[i]->defined()) result[i] = grads_out[i]->to(dtype_);
+  }
+  return result;
+}
+
+}  // namespace dtr::ops

@@ -1,0 +1,40 @@
+#include "dtensor/ops/dropout.h"
+
+#include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/op_checks.h"
+
+namespace dtr {
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  const Device device = ops::check_device("dropout", {&x}, ops::Kernels::cpu);
+  DTR_CHECK(is_floating(x.dtype()),
+            "dropout: expected x of a floating dtype (f32, f64, bf16, f16), got {} (cast with "
+            ".to(dtype) first)",
+            x.dtype());
+  DTR_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got {}", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return mul(x, 0.0);  // zeros, with a zero gradient
+
+  Tensor scale;
+  {
+    NoGradGuard no_grad;
+    Tensor u = empty(x.sizes(), {.dtype = DType::f32, .device = device});
+    uniform_(u, 0.0, 1.0, gen);
+    // keep where u >= p: scale 1 / (1 - p), else 0, in x's dtype.
+    Tensor kept = ge(u, p);
+    scale = where(kept, full({}, 1.0 / (1.0 - p), {.dtype = x.dtype(), .device = device}),
+                  zeros({}, {.dtype = x.dtype(), .device = device}));
+  }
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = mul(x, scale);
+  }
+  return autograd::record_unary(x, out, "DropoutBackward",
+                                [scale](const Tensor& grad) { return mul(grad, scale); });
+}
+
+}  // namespace dtr
