@@ -11,7 +11,7 @@
 namespace dtr::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
-    : in_(in_features), out_(out_features), bias_(options.bias) {
+    : in_(in_features), out_(out_features), bias_(options.bias), init_std_(options.init_std) {
   DTR_CHECK(in_features > 0 && out_features > 0,
             "Linear: in_features and out_features must be positive, got {} and {}", in_features,
             out_features);
@@ -23,6 +23,11 @@ Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& o
 }
 
 void Linear::reset_own_parameters() {
+  if (init_std_ > 0) {
+    normal_(parameter("weight"), 0.0, init_std_);
+    if (bias_) parameter("bias").zero_();
+    return;
+  }
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
   uniform_(parameter("weight"), -bound, bound);
   if (bias_) uniform_(parameter("bias"), -bound, bound);

@@ -1,6 +1,7 @@
 // Linear: y = x · Wᵀ + b over the last dim of x (any leading dims).
 // weight is [out_features, in_features]; bias is [out_features] (optional).
-// Initialisation follows PyTorch: W and b uniform on ±1/sqrt(in_features).
+// Initialisation: by default PyTorch's (W and b uniform on ±1/sqrt(in_features));
+// with init_std > 0, W ~ normal(0, init_std) and b = 0 (the transformer init).
 #pragma once
 
 #include "nn/module.h"
@@ -9,6 +10,7 @@ namespace dtr::nn {
 
 struct LinearOptions {
   bool bias = true;
+  double init_std = 0;  // > 0: normal(0, init_std) weights and zero bias
   DType dtype = DType::f32;
   Device device = Device::cpu();
 };
@@ -27,6 +29,7 @@ class Linear : public Module {
  private:
   int64_t in_, out_;
   bool bias_;
+  double init_std_;
 };
 
 }  // namespace dtr::nn

@@ -1,0 +1,67 @@
+#include "nn/layers.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/factory.h"
+#include "dtensor/ops/dropout.h"
+#include "dtensor/ops/nn.h"
+#include "dtensor/random.h"
+
+namespace dtr::nn {
+
+namespace {
+TensorOptions param_options(const LayerOptions& o) {
+  return {.dtype = o.dtype, .device = o.device, .tag = MemoryTag::param};
+}
+}  // namespace
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, double init_std, const LayerOptions& options)
+    : init_std_(init_std) {
+  DTR_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got {} x {}",
+            num_embeddings, dim);
+  register_parameter("weight", empty({num_embeddings, dim}, param_options(options)));
+  NoGradGuard no_grad;
+  reset_own_parameters();
+}
+
+void Embedding::reset_own_parameters() { normal_(parameter("weight"), 0.0, init_std_); }
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(parameter("weight"), indices); }
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, const LayerOptions& options)
+    : dim_(dim), eps_(eps), affine_(affine) {
+  if (affine_) {
+    register_parameter("weight", empty({dim}, param_options(options)));
+    register_parameter("bias", empty({dim}, param_options(options)));
+    NoGradGuard no_grad;
+    reset_own_parameters();
+  }
+}
+
+void LayerNorm::reset_own_parameters() {
+  if (!affine_) return;
+  parameter("weight").fill_(1);
+  parameter("bias").zero_();
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return affine_ ? layer_norm(x, dim_, parameter("weight"), parameter("bias"), eps_)
+                 : layer_norm(x, dim_, Tensor(), Tensor(), eps_);
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps, const LayerOptions& options) : eps_(eps) {
+  register_parameter("weight", empty({dim}, param_options(options)));
+  NoGradGuard no_grad;
+  reset_own_parameters();
+}
+
+void RMSNorm::reset_own_parameters() { parameter("weight").fill_(1); }
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, parameter("weight"), eps_); }
+
+Dropout::Dropout(double p) : p_(p) {
+  DTR_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
+
+}  // namespace dtr::nn
