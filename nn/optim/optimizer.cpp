@@ -1,0 +1,142 @@
+#include "nn/optim/optimizer.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/error.h"
+#include "dtensor/factory.h"
+#include "dtensor/memory_stats.h"
+
+#include <cmath>
+#include <utility>
+
+namespace dtr::nn::optim {
+
+namespace {
+
+void check_lr(const std::string& kind, double lr) {
+  DTR_CHECK(std::isfinite(lr) && lr >= 0.0, "{}: lr must be finite and >= 0, got {}", kind, lr);
+}
+
+Tensor new_state_like(const Tensor& param) {
+  MemoryTagGuard guard(MemoryTag::optimizer_state);
+  return zeros_like(param);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, std::string kind)
+    : params_(std::move(params)), lr_(lr), kind_(std::move(kind)) {
+  check_lr(kind_, lr_);
+  DTR_CHECK(!params_.empty(), "{}: got an empty parameter list", kind_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    DTR_CHECK(p.defined(), "{}: parameter {} is an undefined tensor", kind_, i);
+    DTR_CHECK(p.requires_grad(), "{}: parameter {} (shape {}) does not require grad", kind_, i,
+              shape_str(p.sizes()));
+    DTR_CHECK(p.is_leaf(), "{}: parameter {} (shape {}) is not a leaf tensor (it has a grad_fn)",
+              kind_, i, shape_str(p.sizes()));
+    DTR_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64,
+              "{}: parameter {} has dtype {}; only f32 and f64 parameters are supported (bf16/f16 "
+              "need f32 master weights, which come with mixed precision)",
+              kind_, i, p.dtype());
+    DTR_CHECK(!p.device().is_meta(), "{}: parameter {} is on the meta device (it has no data)",
+              kind_, i);
+    for (size_t j = 0; j < i; ++j) {
+      DTR_CHECK(!params_[j].is_same(p), "{}: parameter {} appears twice (also at {})", kind_, i, j);
+    }
+  }
+  state_.resize(params_.size());
+}
+
+void Optimizer::set_lr(double lr) {
+  check_lr(kind_, lr);
+  lr_ = lr;
+}
+
+const ParamState& Optimizer::state(size_t index) const {
+  DTR_CHECK(index < state_.size(), "{}: state index {} out of range for {} parameters", kind_,
+            index, state_.size());
+  return state_[index];
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  const std::vector<std::string> names = state_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    DTR_CHECK(g.sizes() == p.sizes() && g.dtype() == p.dtype() && g.device() == p.device(),
+              "{}: parameter {} is {} {} on {} but its grad is {} {} on {}", kind_, i,
+              shape_str(p.sizes()), p.dtype(), p.device().str(), shape_str(g.sizes()), g.dtype(),
+              g.device().str());
+    ParamState& st = state_[i];
+    if (st.tensors.empty()) {
+      for (const std::string& name : names) st.tensors[name] = new_state_like(p);
+    }
+    ++st.step;
+    update(p, g, st);
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : params_) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad({});
+    } else {
+      Tensor g = p.grad();  // a handle to the same data
+      g.zero_();
+    }
+  }
+}
+
+OptimizerState Optimizer::state_dict() const { return {.kind = kind_, .lr = lr_, .params = state_}; }
+
+void Optimizer::load_state_dict(const OptimizerState& state) {
+  DTR_CHECK(state.kind == kind_, "{}: load_state_dict got the state of a {} optimizer", kind_,
+            state.kind);
+  DTR_CHECK(state.params.size() == params_.size(),
+            "{}: load_state_dict got state for {} parameters, the optimizer has {}", kind_,
+            state.params.size(), params_.size());
+  check_lr(kind_, state.lr);
+  const std::vector<std::string> names = state_names();
+  // Check everything before changing anything.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const ParamState& src = state.params[i];
+    DTR_CHECK(src.step >= 0, "{}: load_state_dict: parameter {} has a negative step {}", kind_, i,
+              src.step);
+    if (src.tensors.empty()) continue;  // not updated yet
+    DTR_CHECK(src.tensors.size() == names.size(),
+              "{}: load_state_dict: parameter {} has {} state tensors, expected {} ({})", kind_, i,
+              src.tensors.size(), names.size(), fmt::join(names, ", "));
+    for (const std::string& name : names) {
+      auto it = src.tensors.find(name);
+      DTR_CHECK(it != src.tensors.end(), "{}: load_state_dict: parameter {} lacks state '{}'",
+                kind_, i, name);
+      const Tensor& t = it->second;
+      DTR_CHECK(t.defined(), "{}: load_state_dict: state '{}' of parameter {} is undefined", kind_,
+                name, i);
+      DTR_CHECK(t.sizes() == p.sizes() && t.dtype() == p.dtype() && t.device() == p.device(),
+                "{}: load_state_dict: state '{}' of parameter {} is {} {} on {}, expected {} {} "
+                "on {} (like the parameter)",
+                kind_, name, i, shape_str(t.sizes()), t.dtype(), t.device().str(),
+                shape_str(p.sizes()), p.dtype(), p.device().str());
+    }
+  }
+  NoGradGuard no_grad;
+  std::vector<ParamState> loaded(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    loaded[i].step = state.params[i].step;
+    for (const auto& [name, t] : state.params[i].tensors) {
+      Tensor own = new_state_like(params_[i]);
+      own.copy_(t);
+      loaded[i].tensors[name] = own;
+    }
+  }
+  state_ = std::move(loaded);
+  lr_ = state.lr;
+}
+
+}  // namespace dtr::nn::optim
