@@ -6,16 +6,42 @@
 #include "dtensor/cuda/cuda_runtime.h"
 #endif
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <new>
 
 namespace dtr {
 
+size_t round_to_size_class(size_t nbytes, size_t small_step) {
+  constexpr size_t kLarge = size_t{1} << 20;
+  if (nbytes < kLarge) return std::max(small_step, (nbytes + small_step - 1) / small_step * small_step);
+  const size_t step = std::bit_floor(nbytes) / 4;
+  return (nbytes + step - 1) / step * step;
+}
+
 void* CpuAllocator::allocate(size_t nbytes, MemoryTag tag, int /*index*/) {
   if (nbytes == 0) return nullptr;
   // aligned_alloc wants a size that is a multiple of the alignment.
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded);
+  const size_t size = round_to_size_class(nbytes, kAlignment);
+  void* ptr = nullptr;
+  if (size >= kCacheMin) {
+    std::lock_guard lock(mutex_);
+    if (auto hit = cached_.find(size); hit != cached_.end()) {
+      ptr = hit->second;
+      cached_.erase(hit);
+    } else {
+      ptr = std::aligned_alloc(kAlignment, size);
+      if (ptr == nullptr && !cached_.empty()) {  // give the cache back and try once more
+        release_cache_locked();
+        ptr = std::aligned_alloc(kAlignment, size);
+      }
+      if (ptr != nullptr) reserved_ += static_cast<int64_t>(size);
+    }
+    tracker_.set_reserved(reserved_);
+  } else {
+    ptr = std::aligned_alloc(kAlignment, size);
+  }
   DTR_CHECK(ptr != nullptr, "out of CPU memory: failed to allocate {} bytes (tag {})", nbytes,
             memory_tag_name(tag));
   tracker_.on_allocate(static_cast<int64_t>(nbytes), tag);
@@ -24,8 +50,28 @@ void* CpuAllocator::allocate(size_t nbytes, MemoryTag tag, int /*index*/) {
 
 void CpuAllocator::deallocate(void* ptr, size_t nbytes, MemoryTag tag) {
   if (ptr == nullptr) return;
-  std::free(ptr);
   tracker_.on_free(static_cast<int64_t>(nbytes), tag);
+  const size_t size = round_to_size_class(nbytes, kAlignment);
+  if (size < kCacheMin) {
+    std::free(ptr);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  cached_.emplace(size, ptr);
+}
+
+void CpuAllocator::release_cache_locked() {
+  for (auto& [bytes, block] : cached_) {
+    std::free(block);
+    reserved_ -= static_cast<int64_t>(bytes);
+  }
+  cached_.clear();
+}
+
+void CpuAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cache_locked();
+  tracker_.set_reserved(reserved_);
 }
 
 namespace {

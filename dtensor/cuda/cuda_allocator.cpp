@@ -16,14 +16,7 @@ CudaCachingAllocator& CudaCachingAllocator::instance() {
   return *allocator;
 }
 
-size_t CudaCachingAllocator::round_size(size_t nbytes) {
-  constexpr size_t kSmallStep = 512;
-  constexpr size_t kLarge = size_t{1} << 20;
-  if (nbytes < kLarge) return std::max(kSmallStep, (nbytes + kSmallStep - 1) / kSmallStep * kSmallStep);
-  size_t floor_pow2 = std::bit_floor(nbytes);
-  size_t step = floor_pow2 / 4;
-  return (nbytes + step - 1) / step * step;
-}
+size_t CudaCachingAllocator::round_size(size_t nbytes) { return round_to_size_class(nbytes, 512); }
 
 void* CudaCachingAllocator::malloc_locked(size_t size, int device) {
   DeviceGuard guard(device);

@@ -114,3 +114,26 @@ TEST_CASE("devices parse and unknown backends give clear errors", "[memory][devi
                     Catch::Contains("no allocator for device cuda:0: this build of dtr has no CUDA backend"));
 #endif
 }
+
+TEST_CASE("large CPU blocks are reused from the cache with exact statistics", "[memory]") {
+  auto& cpu = static_cast<CpuAllocator&>(get_allocator(Device::cpu()));
+  cpu.empty_cache();
+  const MemoryStats before = memory_stats(Device::cpu());
+  void* first = nullptr;
+  {
+    Tensor big = empty({3 << 18});  // 3 MiB: cached when freed
+    first = big.raw_data();
+    CHECK(memory_stats(Device::cpu()).reserved_bytes - before.reserved_bytes == (3 << 20));
+  }
+  const MemoryStats freed = memory_stats(Device::cpu());
+  CHECK(freed.total.current_bytes == before.total.current_bytes);  // counted as freed
+  CHECK(freed.reserved_bytes - before.reserved_bytes == (3 << 20));  // but kept
+  Tensor again = empty({3 << 18});
+  CHECK(again.raw_data() == first);
+  CHECK(reinterpret_cast<uintptr_t>(again.raw_data()) % 64 == 0);
+  again = Tensor();
+  cpu.empty_cache();
+  CHECK(memory_stats(Device::cpu()).reserved_bytes == before.reserved_bytes);
+  CHECK(round_to_size_class(100, 64) == 128);
+  CHECK(round_to_size_class((1 << 20) + 1, 64) == (1 << 20) + (1 << 18));
+}
