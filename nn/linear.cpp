@@ -37,8 +37,7 @@ Tensor Linear::forward(const Tensor& input) {
   DTR_CHECK(input.dim() >= 1 && input.size(-1) == in_,
             "Linear: expected input with last dim {} (in_features), got shape {}", in_,
             shape_str(input.sizes()));
-  Tensor y = matmul(input, parameter("weight").t());
-  return bias_ ? y + parameter("bias") : y;
+  return linear(input, parameter("weight"), bias_ ? parameter("bias") : Tensor());
 }
 
 }  // namespace dtr::nn

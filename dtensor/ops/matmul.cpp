@@ -6,6 +6,7 @@
 #include "dtensor/ops/matmul.h"
 
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/ops/elementwise.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/matmul_backward.h"
 #include "dtensor/ops/op_checks.h"
@@ -300,6 +301,18 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Sca
   }
   ops::record_addmm_backward(c, a, b, beta, alpha, out);
   return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  DTR_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got {}",
+            weight.defined() ? shape_str(weight.sizes()) : "undefined");
+  DTR_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
+            "linear: input's last dim must be in_features {}, got input {}", weight.size(1),
+            x.defined() ? shape_str(x.sizes()) : "undefined");
+  DTR_CHECK(!bias.defined() || bias.sizes() == Shape{weight.size(0)},
+            "linear: bias must be [{}], got {}", weight.size(0), bias.defined() ? shape_str(bias.sizes()) : "");
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
 }
 
 }  // namespace dtr

@@ -30,6 +30,10 @@ namespace dtr {
 // Both operands need at least one dim.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// torch.nn.functional.linear: x . weight^T + bias over x's last dim, for x of any
+// rank >= 1, weight [out, in] and bias [out] (optional: undefined for none).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
 // [m, k] . [k, n] -> [m, n]; both operands exactly 2-D (no broadcasting).
 Tensor mm(const Tensor& a, const Tensor& b);
 

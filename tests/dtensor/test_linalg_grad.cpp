@@ -335,3 +335,20 @@ TEST_CASE("saved tensors are freed by backward and a second backward is a clear 
   for (double& v : doubled) v *= 2;
   check_close(values(y.grad()), doubled);
 }
+
+TEST_CASE("linear matches x W^T + b and passes gradcheck", "[autograd][matmul]") {
+  dtr::manual_seed(9);
+  Tensor x = randn({2, 3, 4}, {.dtype = DType::f64}).requires_grad_();
+  Tensor w = randn({5, 4}, {.dtype = DType::f64}).requires_grad_();
+  Tensor b = randn({5}, {.dtype = DType::f64}).requires_grad_();
+  std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> y = linear(x, w, b).to_vector<double>();
+  for (int r = 0; r < 6; ++r)
+    for (int o = 0; o < 5; ++o) {
+      double ref = bv[o];
+      for (int i = 0; i < 4; ++i) ref += xv[r * 4 + i] * wv[o * 4 + i];
+      CHECK(y[r * 5 + o] == Approx(ref).epsilon(1e-12));
+    }
+  CHECK(testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, b}) == "");
+  CHECK_THROWS_WITH(linear(x, w.t()), Catch::Contains("input's last dim must be in_features 5"));
+}

@@ -202,3 +202,23 @@ TEST_CASE("SimpleModel learns a 4-class problem, bit for bit the same every run"
   CHECK(again == losses);
   CHECK(accuracy_again == accuracy);
 }
+
+TEST_CASE("gradients accumulate over micro-batches when not zeroed", "[nn][training]") {
+  manual_seed(4);
+  SimpleModel model(6, 5, 3, {.dtype = DType::f64});
+  Tensor x = randn({8, 6}, {.dtype = DType::f64});
+  Tensor y = from_vector<int64_t>({0, 1, 2, 0, 1, 2, 0, 1});
+  cross_entropy(model(x), y).backward();
+  std::vector<std::vector<double>> full;
+  for (const Tensor& p : model.parameters()) full.push_back(p.grad().to_vector<double>());
+  model.zero_grad();
+  // Two halves, each loss scaled by 1/2: the sum of their gradients is the full batch's.
+  for (int64_t half = 0; half < 2; ++half) {
+    (cross_entropy(model(x.narrow(0, 4 * half, 4)), y.narrow(0, 4 * half, 4)) * 0.5).backward();
+  }
+  auto params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::vector<double> acc = params[i].grad().to_vector<double>();
+    for (size_t j = 0; j < acc.size(); ++j) CHECK(acc[j] == Approx(full[i][j]).epsilon(1e-12).margin(1e-14));
+  }
+}
