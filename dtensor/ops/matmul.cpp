@@ -263,42 +263,37 @@ Tensor compute_addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar b
 
 }  // namespace
 
+namespace {
+
+// Runs compute() without recording; each op then records one node for itself.
+template <class Compute>
+Tensor untracked(Compute&& compute) {
+  NoGradGuard no_grad;
+  return compute();
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = compute_matmul(a, b);
-  }
+  Tensor out = untracked([&] { return compute_matmul(a, b); });
   ops::record_matmul_backward(a, b, out);
   return out;
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = compute_mm(a, b);
-  }
+  Tensor out = untracked([&] { return compute_mm(a, b); });
   ops::record_mm_backward(a, b, out);
   return out;
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = compute_bmm(a, b);
-  }
+  Tensor out = untracked([&] { return compute_bmm(a, b); });
   ops::record_bmm_backward(a, b, out);
   return out;
 }
 
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = compute_addmm(c, a, b, beta, alpha);
-  }
+  Tensor out = untracked([&] { return compute_addmm(c, a, b, beta, alpha); });
   ops::record_addmm_backward(c, a, b, beta, alpha, out);
   return out;
 }
