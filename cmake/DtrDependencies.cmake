@@ -4,6 +4,24 @@ find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(spdlog REQUIRED)
 find_package(Threads REQUIRED)
 find_path(RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED)
+# The C API through the CXX component (no deprecated C++ bindings), so neither dtr nor
+# a consumer project needs the C language enabled.
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI REQUIRED COMPONENTS CXX)
+
+# NCCL ships with the CUDA toolkit here (/usr/local/cuda); the NCCL backend is
+# built whenever CUDA is and NCCL is found.
+set(DTR_WITH_NCCL OFF)
+if(DTR_WITH_CUDA)
+  find_path(DTR_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(DTR_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(DTR_NCCL_INCLUDE_DIR AND DTR_NCCL_LIBRARY)
+    set(DTR_WITH_NCCL ON)
+    message(STATUS "dtr: NCCL backend on (${DTR_NCCL_LIBRARY})")
+  else()
+    message(STATUS "dtr: NCCL not found; CUDA tensors use the MPI backend through host memory")
+  endif()
+endif()
 
 # dtr_config_base has no compile feature, so CUDA sources can use it: CMake 3.25
 # cannot express a C++20 requirement for nvcc (DtrCuda.cmake passes -std=c++20).
@@ -12,10 +30,15 @@ target_include_directories(dtr_config_base INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
   $<INSTALL_INTERFACE:include/dtr>)
 target_include_directories(dtr_config_base SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
-target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads)
-target_compile_definitions(dtr_config_base INTERFACE $<$<BOOL:${DTR_WITH_CUDA}>:DTR_WITH_CUDA=1>)
+target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads MPI::MPI_CXX)
+target_compile_definitions(dtr_config_base INTERFACE $<$<BOOL:${DTR_WITH_CUDA}>:DTR_WITH_CUDA=1>
+                                                     $<$<BOOL:${DTR_WITH_NCCL}>:DTR_WITH_NCCL=1>)
 if(DTR_WITH_CUDA)
   target_link_libraries(dtr_config_base INTERFACE CUDA::cudart)
+endif()
+if(DTR_WITH_NCCL)
+  target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${DTR_NCCL_INCLUDE_DIR}>)
+  target_link_libraries(dtr_config_base INTERFACE ${DTR_NCCL_LIBRARY})
 endif()
 
 add_library(dtr_config INTERFACE)

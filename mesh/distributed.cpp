@@ -1,0 +1,157 @@
+#include "mesh/distributed.h"
+
+#include "dtensor/error.h"
+#include "dtensor/log.h"
+#include "mesh/mpi/mpi_process_group.h"
+#include "mesh/mpi/mpi_progress.h"
+#include "mesh/mpi/mpi_types.h"
+#include "mesh/watchdog.h"
+
+#include <mpi.h>
+
+#include <mutex>
+
+#if DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#endif
+#if DTR_WITH_NCCL
+#include "mesh/nccl/nccl_process_group.h"
+#endif
+
+namespace dtr::distributed {
+
+namespace {
+
+struct State {
+  bool initialized = false;
+  bool owns_mpi = false;
+  int thread_level = 0;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::shared_ptr<mesh::mpi::MpiProcessGroup> world_mpi;
+  mesh::ProcessGroupPtr world_cuda;
+};
+
+std::mutex g_mutex;
+State g_state;
+
+void check_initialized(const char* what) {
+  DTR_CHECK(g_state.initialized, "dtr::distributed::{}: call dtr::distributed::init() first", what);
+}
+
+}  // namespace
+
+void init(const InitOptions& options) {
+  std::lock_guard lock(g_mutex);
+  if (g_state.initialized) return;
+  State state;
+  int already = 0;
+  MPI_Initialized(&already);
+  if (already) {
+    MPI_Query_thread(&state.thread_level);
+  } else {
+    int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &state.thread_level);
+    DTR_CHECK(code == MPI_SUCCESS, "dtr::distributed::init: MPI_Init_thread failed with code {}", code);
+    state.owns_mpi = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &state.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &state.world_size);
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, state.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &state.local_rank);
+  MPI_Comm_size(node, &state.local_world_size);
+  MPI_Comm_free(&node);
+  set_log_rank(state.rank);
+
+  mesh::mpi::create_mpi_types();
+  mesh::mpi::ProgressEngine::instance().start(state.thread_level);
+  MPI_Comm world = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &world);
+  state.world_mpi = mesh::mpi::MpiProcessGroup::create(world, "world");
+  const bool can_abort_unlocked = state.thread_level >= MPI_THREAD_MULTIPLE;
+  mesh::set_timeout_handler([can_abort_unlocked] {
+    if (can_abort_unlocked) MPI_Abort(MPI_COMM_WORLD, 1);
+  });
+
+#if DTR_WITH_CUDA
+  if (options.bind_cuda_device && cuda::device_count() > 0) {
+    cuda::set_device(state.local_rank % cuda::device_count());
+  }
+#else
+  (void)options;
+#endif
+  state.initialized = true;
+  g_state = std::move(state);
+  DTR_LOG_DEBUG("distributed init: rank {} of {}, local rank {} of {}, MPI thread level {}", g_state.rank,
+                g_state.world_size, g_state.local_rank, g_state.local_world_size, g_state.thread_level);
+}
+
+void finalize() {
+  std::lock_guard lock(g_mutex);
+  if (!g_state.initialized) return;
+  auto& engine = mesh::mpi::ProgressEngine::instance();
+  if (size_t pending = engine.pending_count()) {
+    DTR_LOG_WARN("distributed finalize: {} collectives still pending; wait() on them before finalize()", pending);
+  }
+  mesh::stop_watchdog();
+  g_state.world_cuda.reset();
+  g_state.world_mpi.reset();
+  engine.stop();
+  mesh::mpi::free_mpi_types();
+  if (g_state.owns_mpi) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+  g_state = State{};
+}
+
+bool is_initialized() {
+  std::lock_guard lock(g_mutex);
+  return g_state.initialized;
+}
+
+int rank() {
+  std::lock_guard lock(g_mutex);
+  check_initialized("rank");
+  return g_state.rank;
+}
+
+int world_size() {
+  std::lock_guard lock(g_mutex);
+  check_initialized("world_size");
+  return g_state.world_size;
+}
+
+int local_rank() {
+  std::lock_guard lock(g_mutex);
+  check_initialized("local_rank");
+  return g_state.local_rank;
+}
+
+int local_world_size() {
+  std::lock_guard lock(g_mutex);
+  check_initialized("local_world_size");
+  return g_state.local_world_size;
+}
+
+mesh::ProcessGroupPtr world_group(DeviceType device_type) {
+  std::lock_guard lock(g_mutex);
+  check_initialized("world_group");
+  switch (device_type) {
+    case DeviceType::cpu: return g_state.world_mpi;
+    case DeviceType::cuda:
+#if DTR_WITH_NCCL
+      if (!g_state.world_cuda) g_state.world_cuda = mesh::nccl::create_nccl_group(g_state.world_mpi, "world");
+      return g_state.world_cuda;
+#else
+      return g_state.world_mpi;
+#endif
+    case DeviceType::meta: break;
+  }
+  DTR_FAIL("world_group: no process group for the meta device (it holds no data to communicate)");
+}
+
+}  // namespace dtr::distributed

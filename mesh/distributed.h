@@ -1,0 +1,38 @@
+// Distributed init: the entry point of every multi-process program.
+//
+//   dtr::distributed::init();        // under `mpirun -np N`, or as a plain process
+//   auto world = dtr::distributed::world_group();
+//   ...
+//   dtr::distributed::finalize();
+//
+// init() initialises MPI (or adopts an MPI the caller already initialised), reads
+// rank, world size and local rank, sets the rank shown in every log line, binds
+// the CUDA device local_rank % device_count when GPUs exist, and creates the world
+// ProcessGroup. Without a launcher it runs as world size 1 (MPI singleton).
+// finalize() is idempotent; it waits for nothing: finish outstanding Work first.
+#pragma once
+
+#include "dtensor/device.h"
+#include "mesh/process_group.h"
+
+namespace dtr::distributed {
+
+struct InitOptions {
+  // Make cuda:(local_rank % device_count) the current device when GPUs exist.
+  bool bind_cuda_device = true;
+};
+
+void init(const InitOptions& options = {});
+void finalize();
+bool is_initialized();
+
+int rank();
+int world_size();
+int local_rank();        // rank among the processes on this node
+int local_world_size();  // processes on this node
+
+// The group of all ranks for tensors on `device_type`: MPI for cpu; NCCL for cuda
+// when dtr was built with NCCL, else MPI staging through host memory.
+mesh::ProcessGroupPtr world_group(DeviceType device_type = DeviceType::cpu);
+
+}  // namespace dtr::distributed

@@ -1,0 +1,232 @@
+#include "mesh/mpi/mpi_process_group.h"
+
+#include "dtensor/error.h"
+#include "mesh/mpi/host_staging.h"
+#include "mesh/mpi/mpi_progress.h"
+#include "mesh/mpi/mpi_types.h"
+
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+namespace dtr::mesh::mpi {
+
+namespace {
+
+int mpi_count(int64_t count, const std::string& what) {
+  DTR_CHECK(count <= INT_MAX, "{}: {} elements exceed what one MPI call can move ({}); split the tensor", what,
+            count, INT_MAX);
+  return static_cast<int>(count);
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group group, world;
+  DTR_MPI_CHECK(MPI_Comm_group(comm, &group));
+  DTR_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  int size = 0;
+  DTR_MPI_CHECK(MPI_Group_size(group, &size));
+  std::vector<int> local(size), global(size);
+  std::iota(local.begin(), local.end(), 0);
+  DTR_MPI_CHECK(MPI_Group_translate_ranks(group, size, local.data(), world, global.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return global;
+}
+
+// Issues one MPI operation: `issue` starts its requests on host pointers prepared
+// through `staging`; `after` runs once they complete (before outputs are copied back).
+WorkPtr launch(const std::string& description, HostStaging staging,
+               const std::function<void(std::vector<MPI_Request>&)>& issue, std::function<void()> after = {}) {
+  auto shared_staging = std::make_shared<HostStaging>(std::move(staging));
+  auto finish = [shared_staging, after = std::move(after)] {
+    if (after) after();
+    shared_staging->copy_back();
+  };
+  auto keep = shared_staging->keep_alive();
+  auto work = std::make_shared<MpiWork>(description, std::move(finish), std::move(keep));
+  ProgressEngine::instance().submit(work, issue);
+  return work;
+}
+
+}  // namespace
+
+std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(MPI_Comm comm, std::string name) {
+  return ProgressEngine::instance().blocking([&] {
+    DTR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    int rank = 0;
+    DTR_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(comm, rank, world_ranks_of(comm), std::move(name)));
+  });
+}
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int rank, std::vector<int> global_ranks, std::string name)
+    : ProcessGroup(rank, std::move(global_ranks), std::move(name)), comm_(comm) {}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) {
+    ProgressEngine::instance().blocking([&] { MPI_Comm_free(&comm_); });
+  }
+}
+
+void MpiProcessGroup::check_device(const Tensor& t, std::string_view op) const {
+  DTR_CHECK(t.device().is_cpu() || t.device().is_cuda(),
+            "{} on group {}: the MPI backend takes cpu or cuda tensors (cuda staged through host memory), got {}",
+            op, describe(), t.device());
+}
+
+WorkPtr MpiProcessGroup::do_all_gather(const Tensor& out, const Tensor& in, const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* send = staging.input(in);
+  void* recv = staging.output(out, /*in_place=*/false);
+  int count = mpi_count(in.numel(), description);
+  MPI_Datatype type = mpi_datatype(in.dtype());
+  return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
+    requests.emplace_back();
+    DTR_MPI_CHECK(MPI_Iallgather(send, count, type, recv, count, type, comm_, &requests.back()));
+  });
+}
+
+WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                                           const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* send = staging.input(in);
+  if (op.kind == ReduceOp::Kind::premul_sum) {
+    // Scale a copy: the caller's input must not change.
+    void* scaled = staging.scratch(in.nbytes());
+    std::memcpy(scaled, send, in.nbytes());
+    scale_in_place(scaled, in.numel(), in.dtype(), op.factor);
+    send = scaled;
+  }
+  void* recv = staging.output(out, /*in_place=*/false);
+  int count = mpi_count(out.numel(), description);
+  MPI_Datatype type = mpi_datatype(in.dtype());
+  MPI_Op mop = mpi_op(op, in.dtype());
+  std::function<void()> after;
+  if (op.kind == ReduceOp::Kind::avg) {
+    after = [recv, n = out.numel(), dtype = out.dtype(), size = size()] { divide_in_place(recv, n, dtype, size); };
+  }
+  return launch(
+      description, std::move(staging),
+      [=, this](std::vector<MPI_Request>& requests) {
+        requests.emplace_back();
+        DTR_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm_, &requests.back()));
+      },
+      std::move(after));
+}
+
+WorkPtr MpiProcessGroup::do_all_reduce(const Tensor& t, ReduceOp op, const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* data = staging.output(t, /*in_place=*/true);
+  if (op.kind == ReduceOp::Kind::premul_sum) scale_in_place(data, t.numel(), t.dtype(), op.factor);
+  int count = mpi_count(t.numel(), description);
+  MPI_Datatype type = mpi_datatype(t.dtype());
+  MPI_Op mop = mpi_op(op, t.dtype());
+  std::function<void()> after;
+  if (op.kind == ReduceOp::Kind::avg) {
+    after = [data, n = t.numel(), dtype = t.dtype(), size = size()] { divide_in_place(data, n, dtype, size); };
+  }
+  return launch(
+      description, std::move(staging),
+      [=, this](std::vector<MPI_Request>& requests) {
+        requests.emplace_back();
+        DTR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, comm_, &requests.back()));
+      },
+      std::move(after));
+}
+
+WorkPtr MpiProcessGroup::do_broadcast(const Tensor& t, int root, const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* data = rank() == root ? staging.input(t) : staging.output(t, /*in_place=*/false);
+  int count = mpi_count(t.numel(), description);
+  MPI_Datatype type = mpi_datatype(t.dtype());
+  return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
+    requests.emplace_back();
+    DTR_MPI_CHECK(MPI_Ibcast(data, count, type, root, comm_, &requests.back()));
+  });
+}
+
+WorkPtr MpiProcessGroup::do_all_to_all(const Tensor& out, const Tensor& in, const std::vector<int64_t>& out_counts,
+                                       const std::vector<int64_t>& in_counts, const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* send = staging.input(in);
+  void* recv = staging.output(out, /*in_place=*/false);
+  MPI_Datatype type = mpi_datatype(in.dtype());
+  // Counts and displacements must outlive the non-blocking call.
+  auto counts = std::make_shared<std::vector<int>>(4 * size());
+  int* send_counts = counts->data();
+  int* send_displs = send_counts + size();
+  int* recv_counts = send_displs + size();
+  int* recv_displs = recv_counts + size();
+  int64_t send_offset = 0, recv_offset = 0;
+  for (int r = 0; r < size(); ++r) {
+    send_counts[r] = mpi_count(in_counts[r], description);
+    recv_counts[r] = mpi_count(out_counts[r], description);
+    send_displs[r] = mpi_count(send_offset, description);
+    recv_displs[r] = mpi_count(recv_offset, description);
+    send_offset += in_counts[r];
+    recv_offset += out_counts[r];
+  }
+  return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
+    requests.emplace_back();
+    DTR_MPI_CHECK(MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, comm_,
+                                 &requests.back()));
+  }, [counts] { /* holds the counts until MPI is done with them */ });
+}
+
+WorkPtr MpiProcessGroup::do_barrier(const CollectiveCall& call) {
+  return launch(describe(call), HostStaging{}, [this](std::vector<MPI_Request>& requests) {
+    requests.emplace_back();
+    DTR_MPI_CHECK(MPI_Ibarrier(comm_, &requests.back()));
+  });
+}
+
+WorkPtr MpiProcessGroup::do_send(const Tensor& t, int dst, int tag, const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* data = staging.input(t);
+  int count = mpi_count(t.numel(), description);
+  MPI_Datatype type = mpi_datatype(t.dtype());
+  return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
+    requests.emplace_back();
+    DTR_MPI_CHECK(MPI_Isend(data, count, type, dst, tag, comm_, &requests.back()));
+  });
+}
+
+WorkPtr MpiProcessGroup::do_recv(const Tensor& t, int src, int tag, const CollectiveCall& call) {
+  const std::string description = describe(call);
+  HostStaging staging;
+  void* data = staging.output(t, /*in_place=*/false);
+  int count = mpi_count(t.numel(), description);
+  MPI_Datatype type = mpi_datatype(t.dtype());
+  return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
+    requests.emplace_back();
+    DTR_MPI_CHECK(MPI_Irecv(data, count, type, src, tag, comm_, &requests.back()));
+  });
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::do_split(int color, int key, std::string name) {
+  MPI_Comm child = MPI_COMM_NULL;
+  ProgressEngine::instance().blocking([&] {
+    DTR_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
+  });
+  if (child == MPI_COMM_NULL) return nullptr;
+  return create(child, std::move(name));
+}
+
+std::vector<CollectiveCall> MpiProcessGroup::exchange_calls(const CollectiveCall& mine) {
+  std::vector<CollectiveCall> all(size());
+  ProgressEngine::instance().blocking([&] {
+    DTR_MPI_CHECK(MPI_Allgather(&mine, sizeof(CollectiveCall), MPI_BYTE, all.data(), sizeof(CollectiveCall),
+                                MPI_BYTE, comm_));
+  });
+  return all;
+}
+
+}  // namespace dtr::mesh::mpi

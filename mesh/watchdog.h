@@ -1,0 +1,32 @@
+// Watchdog: the guard against silent hangs. Every collective registers its Work
+// here; a background thread checks them, and a collective still pending after the
+// timeout (DTR_COLLECTIVE_TIMEOUT seconds, default 600) ends the process with an
+// error naming the group, the op and its sequence number. Under mpirun the
+// process ends through MPI_Abort, which takes the whole job down: a rank that
+// died or hangs makes every other rank fail within the timeout instead of
+// waiting forever.
+#pragma once
+
+#include "mesh/work.h"
+
+#include <chrono>
+#include <functional>
+
+namespace dtr::mesh {
+
+// The timeout in force: DTR_COLLECTIVE_TIMEOUT (seconds, may be fractional) read
+// at first use, unless set_collective_timeout() was called.
+std::chrono::milliseconds collective_timeout();
+void set_collective_timeout(std::chrono::milliseconds timeout);
+
+// Starts watching `work` (the watchdog keeps only a weak reference).
+void watch(const WorkPtr& work);
+
+// What the watchdog calls after logging a timeout; it must not return. Default:
+// std::_Exit(1). distributed::init() installs MPI_Abort.
+void set_timeout_handler(std::function<void()> handler);
+
+// Stops the watchdog thread (distributed::finalize calls it).
+void stop_watchdog();
+
+}  // namespace dtr::mesh

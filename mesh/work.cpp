@@ -1,0 +1,83 @@
+#include "mesh/work.h"
+
+#include "dtensor/error.h"
+
+#include <algorithm>
+
+namespace dtr::mesh {
+
+Work::Work(std::string description) : description_(std::move(description)), start_(Clock::now()) {}
+
+Work::~Work() = default;
+
+void Work::wait() {
+  wait_until(std::nullopt);
+  if (auto e = error()) std::rethrow_exception(e);
+  synchronize_after_wait();
+}
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  if (!wait_until(Clock::now() + timeout)) {
+    DTR_FAIL("{} did not complete within {} ms", description_, timeout.count());
+  }
+  if (auto e = error()) std::rethrow_exception(e);
+  synchronize_after_wait();
+}
+
+namespace detail {
+
+class WorkList final : public Work {
+ public:
+  WorkList(std::vector<WorkPtr> parts, std::string description)
+      : Work(std::move(description)), parts_(std::move(parts)) {}
+
+  bool is_completed() override {
+    return std::all_of(parts_.begin(), parts_.end(), [](const WorkPtr& w) { return w->is_completed(); });
+  }
+
+ protected:
+  bool wait_until(std::optional<Clock::time_point> deadline) override {
+    for (auto& part : parts_) {
+      if (!part->wait_until(deadline)) return false;
+    }
+    return true;
+  }
+  void synchronize_after_wait() override {
+    for (auto& part : parts_) part->synchronize_after_wait();
+  }
+  std::exception_ptr error() const override {
+    for (auto& part : parts_) {
+      if (auto e = part->error()) return e;
+    }
+    return nullptr;
+  }
+
+ private:
+  std::vector<WorkPtr> parts_;
+};
+
+}  // namespace detail
+
+namespace {
+
+class CompletedWork final : public Work {
+ public:
+  using Work::Work;
+  bool is_completed() override { return true; }
+
+ protected:
+  bool wait_until(std::optional<Clock::time_point>) override { return true; }
+  std::exception_ptr error() const override { return nullptr; }
+};
+
+}  // namespace
+
+WorkPtr make_work_list(std::vector<WorkPtr> parts, std::string description) {
+  return std::make_shared<detail::WorkList>(std::move(parts), std::move(description));
+}
+
+WorkPtr make_completed_work(std::string description) {
+  return std::make_shared<CompletedWork>(std::move(description));
+}
+
+}  // namespace dtr::mesh

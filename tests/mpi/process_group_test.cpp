@@ -1,0 +1,345 @@
+// ProcessGroup collectives over MPI, at whatever world size mpirun gives (1-4).
+// Rank r contributes values computed from r, so every expected result is a closed
+// form evaluated here, independently of the code under test.
+#include "mesh/debug_collectives.h"
+#include "mesh/process_group.h"
+#include "mpi_test_util.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace dtr;
+using dtr::mesh::ReduceOp;
+using dtr::testing::tensor_of;
+using dtr::testing::values_of;
+using dtr::testing::world;
+
+namespace {
+
+const std::vector<DType> kTestDTypes = {DType::f32, DType::f64, DType::bf16, DType::i64};
+
+// Rank r's value at index i: small integers, exact in every dtype tested.
+double contribution(int r, int64_t i) { return (r + 1) * (i % 7 + 1); }
+
+std::vector<double> contributions(int r, int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = contribution(r, i);
+  return v;
+}
+
+double reduce_expected(ReduceOp op, int64_t i, int size, DType dtype) {
+  double sum = 0, max = -1e30, min = 1e30;
+  for (int r = 0; r < size; ++r) {
+    double v = contribution(r, i);
+    sum += v;
+    max = std::max(max, v);
+    min = std::min(min, v);
+  }
+  switch (op.kind) {
+    case ReduceOp::Kind::sum: return sum;
+    case ReduceOp::Kind::avg: return is_floating(dtype) ? sum / size : std::trunc(sum / size);
+    case ReduceOp::Kind::max: return max;
+    case ReduceOp::Kind::min: return min;
+    case ReduceOp::Kind::premul_sum: return sum * op.factor;
+  }
+  return 0;
+}
+
+std::vector<ReduceOp> ops_for(DType dtype) {
+  std::vector<ReduceOp> ops = {ReduceOp::sum(), ReduceOp::avg(), ReduceOp::max(), ReduceOp::min()};
+  if (is_floating(dtype)) ops.push_back(ReduceOp::premul_sum(0.25));
+  return ops;
+}
+
+// bf16 rounds each pairwise combination once: allow a few ulps of 2^-8.
+double tolerance(DType dtype, double value) { return dtype == DType::bf16 ? std::abs(value) * 0.02 : 1e-9; }
+
+}  // namespace
+
+TEST_CASE("all_gather_into_tensor puts rank r's input at offset r, for f32 f64 bf16 i64") {
+  auto pg = world();
+  const int64_t n = 5;
+  for (DType dtype : kTestDTypes) {
+    Tensor in = tensor_of(contributions(pg->rank(), n), dtype);
+    Tensor out = empty({pg->size(), n}, {.dtype = dtype});
+    pg->all_gather_into_tensor(out, in)->wait();
+    auto got = values_of(out);
+    for (int r = 0; r < pg->size(); ++r) {
+      for (int64_t i = 0; i < n; ++i) REQUIRE(got[r * n + i] == contribution(r, i));
+    }
+  }
+}
+
+TEST_CASE("reduce_scatter_tensor gives each rank its chunk of the reduction, for every op and dtype") {
+  auto pg = world();
+  const int64_t chunk = 6;
+  const int64_t n = chunk * pg->size();
+  for (DType dtype : kTestDTypes) {
+    for (ReduceOp op : ops_for(dtype)) {
+      INFO(dtype_name(dtype) << " " << mesh::to_string(op));
+      Tensor in = tensor_of(contributions(pg->rank(), n), dtype);
+      Tensor in_copy = in.clone();
+      Tensor out = empty({chunk}, {.dtype = dtype});
+      pg->reduce_scatter_tensor(out, in, op)->wait();
+      auto got = values_of(out);
+      for (int64_t i = 0; i < chunk; ++i) {
+        double expected = reduce_expected(op, pg->rank() * chunk + i, pg->size(), dtype);
+        REQUIRE(got[i] == Approx(expected).margin(tolerance(dtype, expected)));
+      }
+      REQUIRE(values_of(in) == values_of(in_copy));  // the input is left alone (premul scales a copy)
+    }
+  }
+}
+
+TEST_CASE("all_reduce reduces in place, for every op and dtype") {
+  auto pg = world();
+  const int64_t n = 9;
+  for (DType dtype : kTestDTypes) {
+    for (ReduceOp op : ops_for(dtype)) {
+      INFO(dtype_name(dtype) << " " << mesh::to_string(op));
+      Tensor t = tensor_of(contributions(pg->rank(), n), dtype, {3, 3});
+      pg->all_reduce(t, op)->wait();
+      auto got = values_of(t);
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = reduce_expected(op, i, pg->size(), dtype);
+        REQUIRE(got[i] == Approx(expected).margin(tolerance(dtype, expected)));
+      }
+    }
+  }
+}
+
+TEST_CASE("all_reduce of f16 sums in f32 per combination") {
+  auto pg = world();
+  // 1000.5 is an f16 (spacing 0.5 there); N * 1000.5 is exact in f32 and within
+  // one f16 rounding of the true sum.
+  Tensor t = full({4}, 1000.5, {.dtype = DType::f16});
+  pg->all_reduce(t, ReduceOp::sum())->wait();
+  double expected = 1000.5 * pg->size();
+  for (double v : values_of(t)) REQUIRE(v == Approx(expected).margin(expected * 1e-3));
+}
+
+TEST_CASE("broadcast copies the root's tensor to every rank, from every root") {
+  auto pg = world();
+  for (int root = 0; root < pg->size(); ++root) {
+    Tensor t = tensor_of(contributions(pg->rank(), 8), DType::f32);
+    pg->broadcast(t, root)->wait();
+    REQUIRE(values_of(t) == contributions(root, 8));
+  }
+}
+
+TEST_CASE("all_to_all_single with equal splits sends block r to rank r") {
+  auto pg = world();
+  const int64_t rows = 2, cols = 3;
+  // Rank s sends rows [r*rows, (r+1)*rows) to rank r; value = 100*s + 10*r + k.
+  std::vector<double> send;
+  for (int r = 0; r < pg->size(); ++r) {
+    for (int64_t k = 0; k < rows * cols; ++k) send.push_back(100 * pg->rank() + 10 * r + k);
+  }
+  Tensor in = tensor_of(send, DType::f64, {pg->size() * rows, cols});
+  Tensor out = empty({pg->size() * rows, cols}, {.dtype = DType::f64});
+  pg->all_to_all_single(out, in)->wait();
+  auto got = values_of(out);
+  for (int s = 0; s < pg->size(); ++s) {
+    for (int64_t k = 0; k < rows * cols; ++k) REQUIRE(got[s * rows * cols + k] == 100 * s + 10 * pg->rank() + k);
+  }
+}
+
+TEST_CASE("all_to_all_single with uneven splits: rank s sends s+r+1 rows to rank r") {
+  auto pg = world();
+  const int me = pg->rank();
+  std::vector<int64_t> in_splits, out_splits;
+  std::vector<double> send;
+  for (int r = 0; r < pg->size(); ++r) {
+    in_splits.push_back(me + r + 1);
+    out_splits.push_back(r + me + 1);
+    for (int64_t k = 0; k < me + r + 1; ++k) send.push_back(1000 * me + 10 * r + k);
+  }
+  int64_t in_rows = static_cast<int64_t>(send.size());
+  int64_t out_rows = 0;
+  for (auto s : out_splits) out_rows += s;
+  Tensor in = tensor_of(send, DType::i64, {in_rows, 1});
+  Tensor out = empty({out_rows, 1}, {.dtype = DType::i64});
+  pg->all_to_all_single(out, in, out_splits, in_splits)->wait();
+  auto got = values_of(out);
+  size_t at = 0;
+  for (int s = 0; s < pg->size(); ++s) {
+    for (int64_t k = 0; k < s + me + 1; ++k) REQUIRE(got[at++] == 1000 * s + 10 * me + k);
+  }
+}
+
+TEST_CASE("send and recv pass a tensor around the ring") {
+  auto pg = world();
+  const int next = (pg->rank() + 1) % pg->size();
+  const int prev = (pg->rank() + pg->size() - 1) % pg->size();
+  Tensor out = tensor_of(contributions(pg->rank(), 4), DType::bf16);
+  Tensor in = empty({4}, {.dtype = DType::bf16});
+  auto recv = pg->recv(in, prev, 3);
+  auto send = pg->send(out, next, 3);
+  send->wait();
+  recv->wait();
+  REQUIRE(values_of(in) == contributions(prev, 4));
+}
+
+TEST_CASE("collectives on empty tensors complete and leave empty results") {
+  auto pg = world();
+  Tensor in = empty({0}, {.dtype = DType::f32});
+  Tensor out = empty({0}, {.dtype = DType::f32});
+  pg->all_gather_into_tensor(out, in)->wait();
+  pg->reduce_scatter_tensor(out, in)->wait();
+  pg->all_reduce(in, ReduceOp::avg())->wait();
+  pg->broadcast(in, 0)->wait();
+  REQUIRE(out.numel() == 0);
+}
+
+TEST_CASE("a non-contiguous input is copied, a non-contiguous output is rejected") {
+  auto pg = world();
+  // A transposed 3x2 input: logical values 10*r + (row, col).
+  std::vector<double> v = {0, 1, 2, 3, 4, 5};
+  for (auto& x : v) x += 10 * pg->rank();
+  Tensor in = tensor_of(v, DType::f32, {2, 3}).t();  // [3, 2], not contiguous
+  REQUIRE_FALSE(in.is_contiguous());
+  Tensor out = empty({pg->size() * 3, 2}, {.dtype = DType::f32});
+  pg->all_gather_into_tensor(out, in)->wait();
+  auto got = values_of(out);
+  for (int r = 0; r < pg->size(); ++r) {
+    auto expected = values_of(in);  // this rank's logical order
+    for (size_t k = 0; k < expected.size(); ++k) {
+      REQUIRE(got[r * 6 + k] == expected[k] - 10 * pg->rank() + 10 * r);
+    }
+  }
+  Tensor strided = empty({2, 3}, {.dtype = DType::f32}).t();
+  REQUIRE_THROWS_WITH(pg->all_reduce(strided), Catch::Contains("must be contiguous"));
+}
+
+TEST_CASE("wrong sizes, dtypes and roots are errors that name what was expected") {
+  auto pg = world();
+  Tensor in = empty({4}, {.dtype = DType::f32});
+  REQUIRE_THROWS_WITH(pg->all_gather_into_tensor(empty({4 * pg->size() + 1}), in),
+                      Catch::Contains("expected an output of"));
+  REQUIRE_THROWS_WITH(pg->all_gather_into_tensor(empty({4 * pg->size()}, {.dtype = DType::f64}), in),
+                      Catch::Contains("dtypes differ"));
+  REQUIRE_THROWS_WITH(pg->reduce_scatter_tensor(empty({5}), empty({4 * pg->size()})),
+                      Catch::Contains("expected an input of"));
+  REQUIRE_THROWS_WITH(pg->broadcast(in, pg->size()), Catch::Contains("is not a rank of group"));
+  REQUIRE_THROWS_WITH(pg->all_reduce(empty({2}, {.dtype = DType::i64}), ReduceOp::premul_sum(2)),
+                      Catch::Contains("premul_sum needs a floating dtype"));
+  REQUIRE_THROWS_WITH(pg->all_reduce(empty({2}, {.device = Device::meta()})), Catch::Contains("meta"));
+}
+
+TEST_CASE("async collectives complete when waited on out of order") {
+  auto pg = world();
+  std::vector<Tensor> tensors;
+  std::vector<mesh::WorkPtr> works;
+  for (int k = 0; k < 4; ++k) {
+    tensors.push_back(full({1000}, k + 1, {.dtype = DType::f32}));
+    works.push_back(pg->all_reduce(tensors.back()));
+  }
+  for (int k = 3; k >= 0; --k) {
+    works[k]->wait();
+    REQUIRE(works[k]->is_completed());
+  }
+  for (int k = 0; k < 4; ++k) {
+    for (double v : values_of(tensors[k])) REQUIRE(v == (k + 1) * pg->size());
+  }
+}
+
+TEST_CASE("wait with a timeout throws while the peer has not sent, then succeeds") {
+  auto pg = world();
+  if (pg->size() < 2) return;
+  Tensor buffer = zeros({3});
+  if (pg->rank() == 0) {
+    auto recv = pg->recv(buffer, 1, 7);
+    REQUIRE_THROWS_WITH(recv->wait(std::chrono::milliseconds(50)), Catch::Contains("did not complete within 50 ms"));
+    pg->barrier()->wait();  // now rank 1 sends
+    recv->wait();
+    REQUIRE(values_of(buffer) == std::vector<double>{7, 7, 7});
+  } else {
+    pg->barrier()->wait();
+    if (pg->rank() == 1) pg->send(full({3}, 7), 0, 7)->wait();
+  }
+}
+
+TEST_CASE("coalesced collectives return one Work covering all of them") {
+  auto pg = world();
+  Tensor a = full({10}, 1.0), b = full({20}, 2.0);
+  Tensor gathered = empty({pg->size() * 10});
+  pg->start_coalescing();
+  pg->all_reduce(b);
+  pg->all_gather_into_tensor(gathered, a);
+  auto work = pg->end_coalescing();
+  work->wait();
+  for (double v : values_of(b)) REQUIRE(v == 2.0 * pg->size());
+  for (double v : values_of(gathered)) REQUIRE(v == 1.0);
+  REQUIRE_THROWS_WITH(pg->end_coalescing(), Catch::Contains("start_coalescing was not called"));
+}
+
+TEST_CASE("sequence numbers and byte counters count every collective") {
+  auto pg = world();
+  pg->barrier()->wait();
+  int64_t before = pg->sequence();
+  pg->reset_stats();
+  Tensor shard = empty({16}, {.dtype = DType::bf16});
+  Tensor full_buffer = empty({16 * pg->size()}, {.dtype = DType::bf16});
+  pg->all_gather_into_tensor(full_buffer, shard)->wait();
+  pg->all_gather_into_tensor(full_buffer, shard)->wait();
+  pg->reduce_scatter_tensor(shard, full_buffer)->wait();
+  REQUIRE(pg->sequence() == before + 3);
+  auto stats = pg->stats();
+  REQUIRE(stats.calls_of(mesh::CollectiveKind::all_gather) == 2);
+  REQUIRE(stats.bytes_of(mesh::CollectiveKind::all_gather) == 2 * 16 * 2);
+  REQUIRE(stats.bytes_of(mesh::CollectiveKind::reduce_scatter) == 16 * 2 * pg->size());
+}
+
+TEST_CASE("sub-groups: a group of the even ranks and a split by parity reduce among their members") {
+  auto pg = world();
+  std::vector<int> evens;
+  for (int r = 0; r < pg->size(); r += 2) evens.push_back(r);
+  auto even_group = pg->new_subgroup(evens, "evens");
+  if (pg->rank() % 2 == 0) {
+    REQUIRE(even_group != nullptr);
+    REQUIRE(even_group->size() == static_cast<int>(evens.size()));
+    REQUIRE(even_group->rank() == pg->rank() / 2);
+    REQUIRE(even_group->global_ranks() == evens);
+    Tensor t = full({2}, pg->rank());
+    even_group->all_reduce(t)->wait();
+    double expected = 0;
+    for (int r : evens) expected += r;
+    REQUIRE(values_of(t) == std::vector<double>{expected, expected});
+  } else {
+    REQUIRE(even_group == nullptr);
+  }
+  auto parity = pg->split(pg->rank() % 2, pg->rank(), "parity");
+  REQUIRE(parity != nullptr);
+  Tensor t = full({1}, pg->rank());
+  parity->all_reduce(t, ReduceOp::max())->wait();
+  int last_same_parity = pg->size() - 1 - ((pg->size() - 1 - pg->rank()) % 2);
+  REQUIRE(values_of(t)[0] == last_same_parity);
+}
+
+TEST_CASE("DTR_DEBUG_COLLECTIVES: ranks calling different collectives all get an error naming each call") {
+  auto pg = world();
+  if (pg->size() < 2) return;
+  mesh::set_debug_collectives(true);
+  Tensor t = full({4}, 1.0);
+  auto mismatched = [&] {
+    if (pg->rank() == 0) {
+      pg->all_reduce(t)->wait();
+    } else {
+      pg->broadcast(t, 0)->wait();
+    }
+  };
+  REQUIRE_THROWS_WITH(mismatched(), Catch::Contains("desync") && Catch::Contains("rank 0: all_reduce") &&
+                                        Catch::Contains("rank 1: broadcast"));
+  // Same op, different shapes.
+  auto shapes = [&] {
+    Tensor mine = full({pg->rank() == 0 ? 4 : 5}, 1.0);
+    pg->all_reduce(mine)->wait();
+  };
+  REQUIRE_THROWS_WITH(shapes(), Catch::Contains("[4]") && Catch::Contains("[5]"));
+  // Matching calls still go through, with the check on.
+  pg->all_reduce(t)->wait();
+  mesh::set_debug_collectives(false);
+  REQUIRE(values_of(t)[0] == pg->size());
+}
