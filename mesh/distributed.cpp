@@ -70,11 +70,6 @@ void init(const InitOptions& options) {
   MPI_Comm world = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &world);
   state.world_mpi = mesh::mpi::MpiProcessGroup::create(world, "world");
-  const bool can_abort_unlocked = state.thread_level >= MPI_THREAD_MULTIPLE;
-  mesh::set_timeout_handler([can_abort_unlocked] {
-    if (can_abort_unlocked) MPI_Abort(MPI_COMM_WORLD, 1);
-  });
-
 #if DTR_WITH_CUDA
   if (options.bind_cuda_device && cuda::device_count() > 0) {
     cuda::set_device(state.local_rank % cuda::device_count());

@@ -1,10 +1,11 @@
 // Watchdog: the guard against silent hangs. Every collective registers its Work
 // here; a background thread checks them, and a collective still pending after the
 // timeout (DTR_COLLECTIVE_TIMEOUT seconds, default 600) ends the process with an
-// error naming the group, the op and its sequence number. Under mpirun the
-// process ends through MPI_Abort, which takes the whole job down: a rank that
-// died or hangs makes every other rank fail within the timeout instead of
-// waiting forever.
+// error naming the group, the op and its sequence number. The process exits with
+// status 1; mpirun then takes the whole job down. So a rank that died, left or
+// hangs makes every other rank fail within the timeout instead of waiting forever.
+// (Not MPI_Abort: with a rank already inside MPI_Finalize, Open MPI 4.1's mpirun
+// was seen to hang after MPI_Abort, while a plain non-zero exit always ended the job.)
 #pragma once
 
 #include "mesh/work.h"
@@ -22,8 +23,8 @@ void set_collective_timeout(std::chrono::milliseconds timeout);
 // Starts watching `work` (the watchdog keeps only a weak reference).
 void watch(const WorkPtr& work);
 
-// What the watchdog calls after logging a timeout; it must not return. Default:
-// std::_Exit(1). distributed::init() installs MPI_Abort.
+// What the watchdog calls after logging a timeout, before std::_Exit(1) (e.g. to
+// write a flight record). It should not block.
 void set_timeout_handler(std::function<void()> handler);
 
 // Stops the watchdog thread (distributed::finalize calls it).

@@ -1,0 +1,109 @@
+// DeviceMesh at world sizes 1-4: coordinates, per-dim groups, sub-meshes and
+// flattening against the row-major layout worked out by hand; bad shapes and names.
+#include "mesh/device_mesh.h"
+#include "mpi_test_util.h"
+
+#include <catch2/catch.hpp>
+
+using namespace dtr;
+using dtr::mesh::DeviceMesh;
+using dtr::mesh::init_device_mesh;
+using dtr::testing::values_of;
+
+namespace {
+
+// Sum of `value(r)` over the ranks of `group`, computed through the group.
+double group_sum(const mesh::ProcessGroupPtr& group, double mine) {
+  Tensor t = full({1}, mine, {.dtype = DType::f64});
+  group->all_reduce(t)->wait();
+  return values_of(t)[0];
+}
+
+}  // namespace
+
+TEST_CASE("a 1-D mesh over the world: coordinate is the rank, its group is the world") {
+  const int n = distributed::world_size(), me = distributed::rank();
+  auto mesh = init_device_mesh(DeviceType::cpu, {n}, {"dp"});
+  REQUIRE(mesh.ndim() == 1);
+  REQUIRE(mesh.size() == n);
+  REQUIRE(mesh.coordinate("dp") == me);
+  REQUIRE(mesh.group("dp")->size() == n);
+  REQUIRE(group_sum(mesh.group(0), me + 1) == n * (n + 1) / 2);
+  REQUIRE(mesh.to_string().find("dp=") != std::string::npos);
+}
+
+TEST_CASE("a (1, N) mesh has a group of one rank and a group of N") {
+  const int n = distributed::world_size(), me = distributed::rank();
+  auto mesh = init_device_mesh(DeviceType::cpu, {1, n}, {"replicate", "shard"});
+  REQUIRE(mesh.coordinate() == std::vector<int64_t>{0, me});
+  REQUIRE(mesh.group("replicate")->size() == 1);
+  REQUIRE(mesh.group("shard")->global_ranks().size() == static_cast<size_t>(n));
+  REQUIRE(group_sum(mesh.group("replicate"), me) == me);
+}
+
+TEST_CASE("a 2x2 mesh at 4 ranks: row-major coordinates, per-dim groups, sub-meshes, flatten") {
+  if (distributed::world_size() != 4) return;
+  const int me = distributed::rank();
+  auto mesh = init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"});
+  REQUIRE(mesh.coordinate() == std::vector<int64_t>{me / 2, me % 2});
+  // Shard groups {0,1} and {2,3}; replicate groups {0,2} and {1,3}.
+  const std::vector<int> shard_ranks = {2 * (me / 2), 2 * (me / 2) + 1};
+  const std::vector<int> replicate_ranks = {me % 2, me % 2 + 2};
+  REQUIRE(mesh.group("shard")->global_ranks() == shard_ranks);
+  REQUIRE(mesh.group("replicate")->global_ranks() == replicate_ranks);
+  REQUIRE(mesh.group("shard")->rank() == me % 2);
+  REQUIRE(mesh.group("replicate")->rank() == me / 2);
+  REQUIRE(group_sum(mesh.group("shard"), me) == shard_ranks[0] + shard_ranks[1]);
+  REQUIRE(group_sum(mesh.group("replicate"), me) == replicate_ranks[0] + replicate_ranks[1]);
+
+  DeviceMesh shard = mesh["shard"];
+  REQUIRE(shard.ndim() == 1);
+  REQUIRE(shard.ranks() == shard_ranks);
+  REQUIRE(shard.coordinate(0) == me % 2);
+  REQUIRE(shard.group(0) == mesh.group("shard"));  // shared, not a new group
+  REQUIRE(mesh["replicate"].ranks() == replicate_ranks);
+  REQUIRE(mesh[std::vector<std::string>{"replicate", "shard"}] == mesh);
+
+  DeviceMesh flat = mesh.flatten("dp");
+  REQUIRE(flat.shape() == std::vector<int64_t>{4});
+  REQUIRE(flat.coordinate(0) == me);
+  REQUIRE(flat.group(0)->global_ranks() == std::vector<int>{0, 1, 2, 3});
+  REQUIRE(group_sum(flat.group(0), 1) == 4);
+  // Flattening a sub-mesh gives a group over that sub-mesh only.
+  DeviceMesh flat_shard = shard.flatten("shard_flat");
+  REQUIRE(flat_shard.group(0)->global_ranks() == shard_ranks);
+}
+
+TEST_CASE("a 3-D (2, 1, 2) mesh at 4 ranks: flattening two outer dims groups ranks that share the middle") {
+  if (distributed::world_size() != 4) return;
+  const int me = distributed::rank();
+  auto mesh = init_device_mesh(DeviceType::cpu, {2, 1, 2}, {"a", "b", "c"});
+  REQUIRE(mesh.coordinate() == std::vector<int64_t>{me / 2, 0, me % 2});
+  DeviceMesh ac = mesh[std::vector<std::string>{"a", "c"}];
+  REQUIRE(ac.shape() == std::vector<int64_t>{2, 2});
+  REQUIRE(ac.ranks() == std::vector<int>{0, 1, 2, 3});
+  DeviceMesh flat = ac.flatten("ac");
+  REQUIRE(flat.coordinate(0) == me);
+  REQUIRE(group_sum(flat.group(0), me) == 6);
+  DeviceMesh bc = mesh[std::vector<std::string>{"b", "c"}];
+  REQUIRE(bc.ranks() == std::vector<int>{2 * (me / 2), 2 * (me / 2) + 1});
+}
+
+TEST_CASE("bad meshes are errors on every rank: wrong product, non-positive or duplicate dims") {
+  const int n = distributed::world_size();
+  REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {n + 1}),
+                      Catch::Contains("has " + std::to_string(n + 1) + " ranks but the world has"));
+  REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {n, 0}), Catch::Contains("must be positive"));
+  REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {1, n}, {"x", "x"}), Catch::Contains("distinct"));
+  REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {1, n}, {"x"}), Catch::Contains("dim names"));
+  auto mesh = init_device_mesh(DeviceType::cpu, {1, n}, {"replicate", "shard"});
+  REQUIRE_THROWS_WITH(mesh["tp"], Catch::Contains("no dim named 'tp'") && Catch::Contains("replicate, shard"));
+  REQUIRE_THROWS_WITH((mesh[std::vector<std::string>{"shard", "replicate"}]), Catch::Contains("mesh's order"));
+}
+
+TEST_CASE("ranks asking for different meshes get an error, not a hang") {
+  const int n = distributed::world_size();
+  if (n < 2) return;
+  std::vector<std::string> names = {distributed::rank() == 0 ? "dp" : "fsdp"};
+  REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {n}, names), Catch::Contains("asked for different meshes"));
+}

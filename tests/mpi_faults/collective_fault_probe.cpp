@@ -1,0 +1,37 @@
+// A program that provokes a collective that can never complete, to check that the
+// watchdog ends the job with an error naming the collective instead of hanging.
+// CTest runs it under mpirun with DTR_COLLECTIVE_TIMEOUT=2 and looks for the
+// watchdog's message in the output.
+//   collective_fault_probe hang        the last rank sleeps instead of joining an all_reduce
+//   collective_fault_probe early_exit  the last rank dies (exits without finalize) before it
+// A hung rank is caught by the watchdog on the others; a dead rank is caught by
+// mpirun itself (it ends the job when a rank exits without MPI_Finalize) or by the
+// watchdog, whichever comes first. Either way the job ends instead of hanging.
+#include "dtensor/factory.h"
+#include "mesh/distributed.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "hang" && mode != "early_exit") {
+    std::fprintf(stderr, "usage: collective_fault_probe hang|early_exit\n");
+    return 2;
+  }
+  dtr::distributed::init();
+  auto world = dtr::distributed::world_group();
+  const bool odd_one_out = world->rank() == world->size() - 1;
+  world->barrier()->wait();  // sequence #1 on every rank
+  if (odd_one_out) {
+    if (mode == "hang") std::this_thread::sleep_for(std::chrono::seconds(60));
+    std::_Exit(0);
+  }
+  dtr::Tensor t = dtr::ones({1024});
+  world->all_reduce(t)->wait();  // #2: never completes
+  std::fprintf(stderr, "the all_reduce completed without the last rank: the probe is broken\n");
+  return 3;
+}
