@@ -30,17 +30,6 @@
 
 namespace dtr {
 
-// Where a fill's tensor sits in a larger logical row-major tensor: it is the box of
-// `logical_shape` starting at `offset` (one entry per dim, same rank as the tensor),
-// e.g. rows [k, k + m) of an [n, d] parameter are {.logical_shape = {n, d}, .offset = {k, 0}}.
-// Both empty (the default) means the tensor is the whole logical tensor.
-struct LogicalSlice {
-  Shape logical_shape;
-  Shape offset;
-
-  bool is_whole() const { return logical_shape.empty() && offset.empty(); }
-};
-
 // What a checkpoint saves to resume a generator exactly.
 struct GeneratorState {
   uint64_t seed = 0;

@@ -16,7 +16,7 @@ struct Storage::Impl {
   std::atomic<uint64_t> version{0};
 
   ~Impl() {
-    if (allocator) allocator->deallocate(data, nbytes, tag);
+    if (allocator && data) allocator->deallocate(data, nbytes, tag);
   }
 };
 
@@ -49,6 +49,24 @@ uint64_t Storage::version() const { return impl_ ? impl_->version.load() : 0; }
 
 void Storage::bump_version() const {
   if (impl_) ++impl_->version;
+}
+
+void Storage::release() const {
+  DTR_INTERNAL_ASSERT(impl_ != nullptr);
+  if (impl_->allocator && impl_->data) impl_->allocator->deallocate(impl_->data, impl_->nbytes, impl_->tag);
+  impl_->data = nullptr;
+}
+
+void Storage::reallocate() const {
+  DTR_INTERNAL_ASSERT(impl_ != nullptr);
+  if (impl_->data || !impl_->allocator) return;
+  impl_->data = impl_->allocator->allocate(impl_->nbytes, impl_->tag, impl_->device.index);
+}
+
+bool Storage::is_allocated() const { return impl_ && (impl_->data != nullptr || impl_->device.is_meta()); }
+
+void Storage::restore_version(uint64_t version) const {
+  if (impl_) impl_->version = version;
 }
 
 void Storage::set_tag(MemoryTag tag) const {

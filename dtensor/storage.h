@@ -31,6 +31,17 @@ class Storage {
   // before backward used it.
   uint64_t version() const;
   void bump_version() const;
+  // Frees the memory but keeps the size and version; the tensors viewing it must
+  // not be read until reallocate(). FSDP frees unsharded parameters this way while
+  // autograd still holds them (PyTorch resizes the storage to 0).
+  void release() const;
+  // Allocates nbytes() again (contents undefined) after release(); no-op when allocated.
+  void reallocate() const;
+  bool is_allocated() const;
+  // Sets the version back after runtime code refilled memory that autograd saved
+  // (FSDP's all-gather into a released parameter), like PyTorch's
+  // _unsafe_preserve_version_counter. Not for user code.
+  void restore_version(uint64_t version) const;
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
 
  private:

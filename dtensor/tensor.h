@@ -36,6 +36,20 @@ int64_t numel_of(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[4, 8]"
 
+// Where a fill's tensor sits in a larger logical row-major tensor: it is the box of
+// `logical_shape` starting at `offset` (one entry per dim, same rank as the tensor),
+// e.g. rows [k, k + m) of an [n, d] parameter are {.logical_shape = {n, d}, .offset = {k, 0}}.
+// Both empty (the default) means the tensor is the whole logical tensor.
+struct LogicalSlice {
+  Shape logical_shape;
+  Shape offset;
+
+  bool is_whole() const { return logical_shape.empty() && offset.empty(); }
+};
+
+// The spec of a DTensor (dtensor/dtensor_spec.h); a Tensor only carries a pointer.
+struct DTensorSpec;
+
 // What a factory allocates: dtype, device and the memory tag the bytes are
 // counted under (the thread's current tag when not given).
 struct TensorOptions {
@@ -133,6 +147,18 @@ class Tensor {
   // an undefined tensor to keep it. Returns a handle for remove_hook().
   int register_hook(std::function<Tensor(const Tensor&)> hook) const;
   void remove_hook(int handle) const;
+  // --- distributed layout: set by fully_shard on sharded parameters ---
+  // Where this tensor sits in a larger logical tensor. Random fills given no
+  // explicit slice use it, so a shard gets the values of the unsharded fill.
+  const LogicalSlice& logical_slice() const;
+  void set_logical_slice(LogicalSlice slice) const;
+  // When this tensor is the local part of a DTensor (a sharded parameter): its
+  // spec, so that optimizers, grad clipping and state dicts see the global tensor.
+  const std::shared_ptr<const DTensorSpec>& dtensor_spec() const;
+  void set_dtensor_spec(std::shared_ptr<const DTensorSpec> spec) const;
+  // Copies both from `other` (when a parameter is re-made, e.g. by to_empty).
+  void copy_layout_from(const Tensor& other) const;
+
   // Marks an in-place write to this tensor's storage (autograd's saved-tensor check).
   void bump_version() const { storage().bump_version(); }
   autograd::AutogradMeta* autograd_meta() const;  // null when the tensor never met autograd

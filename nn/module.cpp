@@ -137,7 +137,9 @@ void Module::to(Device device) {
     if (p.device() == device) continue;
     bool wants_grad = p.requires_grad();
     MemoryTagGuard tag(MemoryTag::param);
-    p = as_parameter(p.to(device), wants_grad);
+    Tensor moved = as_parameter(p.to(device), wants_grad);
+    moved.copy_layout_from(p);
+    p = moved;
   }
   for (auto& [name, b] : buffers_) b = b.to(device);
   for (auto& [name, child] : children_) child->to(device);
@@ -160,8 +162,10 @@ void Module::to(DType dtype) {
 void Module::to_empty(Device device) {
   for (auto& [name, p] : parameters_) {
     bool wants_grad = p.requires_grad();
-    p = as_parameter(empty(p.sizes(), {.dtype = p.dtype(), .device = device, .tag = MemoryTag::param}),
-                     wants_grad);
+    Tensor fresh = as_parameter(empty(p.sizes(), {.dtype = p.dtype(), .device = device, .tag = MemoryTag::param}),
+                                wants_grad);
+    fresh.copy_layout_from(p);  // a shard stays a shard of the same global tensor
+    p = fresh;
   }
   for (auto& [name, b] : buffers_) b = empty(b.sizes(), {.dtype = b.dtype(), .device = device});
   for (auto& [name, child] : children_) child->to_empty(device);
