@@ -42,7 +42,18 @@ bool MpiWork::wait_until(std::optional<Clock::time_point> deadline) {
   engine.waiters_.fetch_add(1);
   struct Leave {
     ProgressEngine& engine;
-    ~Leave() { engine.waiters_.fetch_sub(1); }
+    ~Leave() {
+      // The progress thread sleeps while anyone waits; the last waiter wakes it.
+      // Taking the lock orders the decrement against its predicate check.
+      if (engine.waiters_.fetch_sub(1) == 1) {
+        bool any_pending = false;
+        {
+          std::lock_guard lock(engine.mpi_mutex_);
+          any_pending = !engine.pending_.empty();
+        }
+        if (any_pending) engine.has_pending_.notify_one();
+      }
+    }
   } leave{engine};
   // Test our own request in a loop, as MPI_Wait would: every test advances all of
   // MPI, so completion is noticed without a hand-off from the progress thread.
@@ -145,31 +156,36 @@ void ProgressEngine::run() {
   std::vector<std::shared_ptr<MpiWork>> finished;
   std::unique_lock lock(mpi_mutex_);
   while (true) {
-    has_pending_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+    // Sleep while nothing is pending, and also while a thread inside wait() is
+    // testing (its tests advance all of MPI): polling then only takes the lock and
+    // CPU time from that thread, and with interval 0 spins against it. The last
+    // waiter to leave wakes this thread when work is still pending.
+    has_pending_.wait(lock, [&] { return stopping_ || (!pending_.empty() && waiters_.load() == 0); });
     if (stopping_) break;
-    // A thread inside wait() is testing already; stay out of its way.
-    if (waiters_.load() == 0) {
-      for (auto& work : pending_) {
-        int flag = 0;
-        if (MPI_Testall(static_cast<int>(work->requests_.size()), work->requests_.data(), &flag,
-                        MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-          flag = 0;  // the waiter's own test reports the error
-        }
-        if (flag) {
-          work->state_.store(MpiWork::claimed, std::memory_order_release);
-          finished.push_back(work);
-        }
+    for (auto& work : pending_) {
+      int flag = 0;
+      if (MPI_Testall(static_cast<int>(work->requests_.size()), work->requests_.data(), &flag,
+                      MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+        flag = 0;  // the waiter's own test reports the error
       }
-      if (!finished.empty()) {
-        pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                      [](auto& w) { return w->state_.load() != MpiWork::pending; }),
-                       pending_.end());
+      if (flag) {
+        work->state_.store(MpiWork::claimed, std::memory_order_release);
+        finished.push_back(work);
       }
+    }
+    if (!finished.empty()) {
+      pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                    [](auto& w) { return w->state_.load() != MpiWork::pending; }),
+                     pending_.end());
     }
     lock.unlock();
     for (auto& work : finished) work->complete();
     finished.clear();
-    if (interval_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(interval_us_));
+    if (interval_us_ > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(interval_us_));
+    } else {
+      std::this_thread::yield();
+    }
     lock.lock();
   }
 }

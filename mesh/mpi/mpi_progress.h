@@ -5,7 +5,9 @@
 // thread enters the MPI library; a request that nobody tests sits still until
 // wait(). So the engine runs one progress thread per process that tests the
 // pending requests every few microseconds (DTR_MPI_PROGRESS_INTERVAL_US, default
-// 20) while any are pending, and sleeps on a condition variable when none are.
+// 20; 0 = yield between passes) while any are pending, and sleeps on a condition
+// variable when none are or while a thread is inside wait() (that thread's tests
+// advance MPI; the last waiter to leave wakes the progress thread).
 //
 // Thread level: every MPI call dtr makes, from any thread, goes through one mutex
 // held here, so MPI_THREAD_SERIALIZED is enough for correctness. init() asks for
