@@ -1,0 +1,76 @@
+#include "fsdp/fsdp_param.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/error.h"
+#include "dtensor/factory.h"
+#include "dtensor/memory_stats.h"
+
+namespace dtr::fsdp {
+
+FSDPParam::FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full,
+                     const mesh::DeviceMesh& mesh)
+    : fqn_(std::move(fqn)), slots_(std::move(slots)) {
+  DTR_CHECK(full.dim() >= 1, "fully_shard: parameter '{}' is 0-dim; sharding on dim 0 needs at least one dim",
+            fqn_);
+  auto spec = DTensorSpec::make(mesh, {Shard(0)}, full.sizes(), full.dtype());
+  const int64_t k = mesh.size(0);
+  row_numel_ = numel_of(Shape(full.sizes().begin() + 1, full.sizes().end()));
+  padded_rows_ = padded_shard_length(full.size(0), k);
+  local_rows_ = spec.local_shape()[0];
+  requires_grad_ = full.requires_grad();
+  spec_ = std::make_shared<const DTensorSpec>(std::move(spec));
+
+  autograd::NoGradGuard no_grad;
+  MemoryTagGuard tag(MemoryTag::param);
+  const int64_t offset = spec_->local_offset()[0];
+  Tensor shard = full.device().is_meta() ? empty(spec_->local_shape(), {.dtype = full.dtype(), .device = full.device()})
+                                         : full.narrow(0, offset, local_rows_).clone();
+  shard.storage().set_tag(MemoryTag::param);
+  if (requires_grad_) shard.requires_grad_();
+  shard.set_logical_slice(LogicalSlice{.logical_shape = full.sizes(), .offset = spec_->local_offset()});
+  shard.set_dtensor_spec(spec_);
+  // Mark the full tensor too: another group finding it in a slot is a tied weight
+  // split across groups, which fully_shard refuses.
+  full.set_dtensor_spec(spec_);
+  for (auto& slot : slots_) slot.module->set_parameter(slot.name, shard);
+}
+
+Tensor FSDPParam::sharded() const {
+  if (unsharded_installed_) return saved_shard_;
+  return slots_.front().module->parameter(slots_.front().name);
+}
+
+void FSDPParam::allocate_unsharded(Device device) {
+  autograd::NoGradGuard no_grad;
+  if (!unsharded_.defined()) {
+    const int64_t k = spec_->mesh.size(0);
+    unsharded_padded_ = empty({k * padded_rows_, row_numel_},
+                              {.dtype = dtype(), .device = device, .tag = MemoryTag::param});
+    unsharded_ = unsharded_padded_.narrow(0, 0, global_shape()[0]).view(global_shape());
+    if (requires_grad_) unsharded_.requires_grad_();
+    return;
+  }
+  unsharded_.storage().reallocate();
+}
+
+void FSDPParam::release_unsharded() {
+  if (unsharded_.defined()) unsharded_.storage().release();
+}
+
+bool FSDPParam::unsharded_allocated() const { return unsharded_.defined() && unsharded_.storage().is_allocated(); }
+
+void FSDPParam::install_unsharded() {
+  if (unsharded_installed_) return;
+  saved_shard_ = sharded();
+  for (auto& slot : slots_) slot.module->set_parameter(slot.name, unsharded_);
+  unsharded_installed_ = true;
+}
+
+void FSDPParam::install_sharded() {
+  if (!unsharded_installed_) return;
+  for (auto& slot : slots_) slot.module->set_parameter(slot.name, saved_shard_);
+  saved_shard_ = Tensor();
+  unsharded_installed_ = false;
+}
+
+}  // namespace dtr::fsdp

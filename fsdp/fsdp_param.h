@@ -1,0 +1,78 @@
+// FSDPParam: one parameter under fully_shard: where it lives (the module slots
+// holding it; several for tied weights), its global shape and DTensorSpec
+// (Shard(0) over the mesh), its rows in the group's flat buffers, and the
+// persistent unsharded tensor installed in the slots while the module computes.
+//
+// The unsharded tensor is a leaf that stays the same object across steps; its
+// memory (padded to mesh_size x padded_rows rows) is released when resharded and
+// reallocated at the next all-gather, so tensors autograd saved in forward stay
+// valid handles (their data is refilled before the backward that reads them).
+#pragma once
+
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/tensor.h"
+#include "nn/module.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtr::fsdp {
+
+struct ParamSlot {
+  nn::Module* module = nullptr;
+  std::string name;  // the module's own parameter name
+};
+
+class FSDPParam {
+ public:
+  // Shards `full` (the tensor in the slots now) over `mesh` and installs the shard.
+  FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh);
+
+  const std::string& fqn() const { return fqn_; }
+  const Shape& global_shape() const { return spec_->shape; }
+  const std::shared_ptr<const DTensorSpec>& spec() const { return spec_; }
+  DType dtype() const { return spec_->dtype; }
+
+  int64_t row_numel() const { return row_numel_; }      // elements per dim-0 row
+  int64_t padded_rows() const { return padded_rows_; }  // ceil(rows / mesh size)
+  int64_t padded_numel() const { return padded_rows_ * row_numel_; }
+  int64_t local_rows() const { return local_rows_; }
+  int64_t flat_offset() const { return flat_offset_; }  // in the group's per-rank flat buffer
+  void set_flat_offset(int64_t offset) { flat_offset_ = offset; }
+
+  // The shard: what the slots hold between steps (read from the slot, so that
+  // to_empty / load_state_dict replacing it are seen).
+  Tensor sharded() const;
+  // The unsharded tensor (allocated or not).
+  const Tensor& unsharded() const { return unsharded_; }
+  // The padded unsharded buffer [mesh size * padded_rows, row_numel].
+  const Tensor& unsharded_padded() const { return unsharded_padded_; }
+
+  // Makes sure the unsharded tensor exists with memory (after a release).
+  void allocate_unsharded(Device device);
+  void release_unsharded();
+  bool unsharded_allocated() const;
+
+  // Puts the unsharded tensor / the shard into every slot.
+  void install_unsharded();
+  void install_sharded();
+  bool unsharded_installed() const { return unsharded_installed_; }
+
+ private:
+  std::string fqn_;
+  std::vector<ParamSlot> slots_;
+  std::shared_ptr<const DTensorSpec> spec_;
+  int64_t row_numel_ = 1;
+  int64_t padded_rows_ = 0;
+  int64_t local_rows_ = 0;
+  int64_t flat_offset_ = 0;
+  bool requires_grad_ = true;
+  Tensor saved_shard_;  // the shard while the unsharded tensor is installed
+  Tensor unsharded_padded_;
+  Tensor unsharded_;
+  bool unsharded_installed_ = false;
+};
+
+}  // namespace dtr::fsdp

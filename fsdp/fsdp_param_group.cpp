@@ -1,0 +1,117 @@
+#include "fsdp/fsdp_param_group.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/error.h"
+#include "dtensor/factory.h"
+#include "dtensor/memory_stats.h"
+#include "dtensor/ops/elementwise.h"
+
+namespace dtr::fsdp {
+
+FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh)
+    : params_(std::move(params)), mesh_(std::move(mesh)) {
+  for (auto& p : params_) {
+    p->set_flat_offset(flat_numel_);
+    flat_numel_ += p->padded_numel();
+  }
+}
+
+Device FSDPParamGroup::device() const { return params_.front()->sharded().device(); }
+
+void FSDPParamGroup::issue_all_gather() {
+  if (empty() || unsharded_ || all_gather_.work) return;
+  autograd::NoGradGuard no_grad;
+  const Device dev = device();
+  DTR_CHECK(!dev.is_meta(), "fully_shard: the parameters of '{}' are on the meta device; call to_empty(device) "
+            "and reset_parameters() before the first forward", params_.front()->fqn());
+  const int64_t k = mesh_.size(0);
+  TensorOptions options{.dtype = params_.front()->dtype(), .device = dev, .tag = MemoryTag::comm_buffer};
+  Tensor input = dtr::empty({flat_numel_}, options);
+  for (auto& p : params_) {
+    Tensor segment = input.narrow(0, p->flat_offset(), p->padded_numel());
+    const int64_t used = p->local_rows() * p->row_numel();
+    if (used > 0) segment.narrow(0, 0, used).copy_(p->sharded().detach().reshape({used}));
+    if (used < p->padded_numel()) segment.narrow(0, used, p->padded_numel() - used).zero_();
+  }
+  Tensor output = dtr::empty({k * flat_numel_}, options);
+  all_gather_ = {mesh_.group(0)->all_gather_into_tensor(output, input), input, output};
+}
+
+void FSDPParamGroup::wait_for_unshard() {
+  if (empty() || unsharded_) return;
+  issue_all_gather();
+  all_gather_.work->wait();
+  autograd::NoGradGuard no_grad;
+  const int64_t k = mesh_.size(0);
+  Tensor gathered = all_gather_.output.view({k, flat_numel_});
+  for (auto& p : params_) {
+    p->allocate_unsharded(device());
+    const Storage& storage = p->unsharded().storage();
+    const uint64_t version = storage.version();
+    Tensor src = gathered.narrow(1, p->flat_offset(), p->padded_numel()).view({k, p->padded_rows(), p->row_numel()});
+    p->unsharded_padded().view({k, p->padded_rows(), p->row_numel()}).copy_(src);
+    // Refilling memory autograd saved in forward is not a modification of it.
+    storage.restore_version(version);
+    p->install_unsharded();
+  }
+  all_gather_ = {};
+  unsharded_ = true;
+}
+
+void FSDPParamGroup::reshard() {
+  if (all_gather_.work) {  // a prefetch nobody used: finish the collective, drop it
+    all_gather_.work->wait();
+    all_gather_ = {};
+  }
+  if (!unsharded_) return;
+  for (auto& p : params_) {
+    p->install_sharded();
+    p->release_unsharded();
+  }
+  unsharded_ = false;
+}
+
+void FSDPParamGroup::issue_reduce_scatter(mesh::ReduceOp op) {
+  if (empty()) return;
+  DTR_INTERNAL_ASSERT(!reduce_scatter_.work, "a reduce-scatter is already pending");
+  autograd::NoGradGuard no_grad;
+  const int64_t k = mesh_.size(0);
+  TensorOptions options{.dtype = params_.front()->dtype(), .device = device(), .tag = MemoryTag::comm_buffer};
+  Tensor input = zeros({k * flat_numel_}, options);
+  Tensor by_rank = input.view({k, flat_numel_});
+  for (auto& p : params_) {
+    if (!p->unsharded().defined()) continue;
+    const Tensor& grad = p->unsharded().grad();
+    if (!grad.defined()) continue;
+    const int64_t rows = p->global_shape()[0];
+    Tensor grad_rows = grad.reshape({rows, p->row_numel()});
+    for (int64_t r = 0; r < k; ++r) {
+      ShardRange range = shard_range(rows, k, r);
+      if (range.length == 0) continue;
+      by_rank.select(0, r)
+          .narrow(0, p->flat_offset(), range.length * p->row_numel())
+          .copy_(grad_rows.narrow(0, range.offset, range.length).reshape({range.length * p->row_numel()}));
+    }
+    p->unsharded().set_grad({});
+  }
+  Tensor output = dtr::empty({flat_numel_}, options);
+  reduce_scatter_ = {mesh_.group(0)->reduce_scatter_tensor(output, input, op), input, output};
+}
+
+void FSDPParamGroup::wait_for_reduce_scatter() {
+  if (!reduce_scatter_.work) return;
+  reduce_scatter_.work->wait();
+  autograd::NoGradGuard no_grad;
+  MemoryTagGuard tag(MemoryTag::grad);
+  for (auto& p : params_) {
+    Tensor shard = p->sharded();
+    if (!shard.requires_grad()) continue;
+    Tensor local = reduce_scatter_.output.narrow(0, p->flat_offset(), p->local_rows() * p->row_numel())
+                       .view(shard.sizes())
+                       .clone();
+    shard.set_grad(shard.grad().defined() ? add(shard.grad(), local) : local);
+  }
+  reduce_scatter_ = {};
+}
+
+}  // namespace dtr::fsdp

@@ -1,0 +1,131 @@
+#include "fsdp/fsdp_state.h"
+
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/error.h"
+#include "fsdp/registry.h"
+
+#include <algorithm>
+
+namespace dtr::fsdp {
+
+FSDPState::FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group)
+    : module_(module), options_(std::move(options)), group_(std::move(group)) {}
+
+void FSDPState::register_hooks() {
+  // The hooks own the state: it lives exactly as long as the module's hooks.
+  auto self = shared_from_this();
+  module_.register_forward_pre_hook([self](nn::Module&, const Tensor& input) { return self->pre_forward(input); });
+  module_.register_forward_hook(
+      [self](nn::Module&, const Tensor&, const Tensor& output) { return self->post_forward(output); });
+}
+
+bool FSDPState::reshard_after_forward() const {
+  if (reshard_after_forward_override_) return *reshard_after_forward_override_;
+  if (options_.reshard_after_forward) return *options_.reshard_after_forward;
+  return !is_root_;
+}
+
+void FSDPState::unshard() { group_->wait_for_unshard(); }
+
+void FSDPState::lazy_init() {
+  auto context = std::make_shared<FSDPContext>();
+  for (auto& [path, m] : module_.named_modules()) {
+    if (auto state = find_state(*m)) {
+      state->context_ = context;
+      state->is_root_ = state.get() == this;
+      context->states.push_back(state.get());
+    }
+  }
+  DTR_INTERNAL_ASSERT(!context->states.empty() && context->states.front() == this, "root state not first");
+}
+
+std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
+  if (forward && forward_prefetch) return *forward_prefetch;
+  if (!forward && backward_prefetch) return *backward_prefetch;
+  const auto& order = context_->forward_order;
+  auto it = std::find(order.begin(), order.end(), this);
+  if (it == order.end()) return {};
+  if (forward) return std::next(it) == order.end() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::next(it)};
+  return it == order.begin() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::prev(it)};
+}
+
+Tensor FSDPState::pre_forward(const Tensor& input) {
+  if (!context_) lazy_init();
+  if (is_root_) {  // a new forward starts
+    context_->recording.clear();
+    for (FSDPState* s : context_->states) {
+      s->ran_forward_ = false;
+      s->ran_post_backward_ = false;
+    }
+  }
+  group_->wait_for_unshard();
+  ran_forward_ = true;
+  context_->recording.push_back(this);
+  for (FSDPState* target : prefetch_targets(/*forward=*/true)) target->group().issue_all_gather();
+  if (autograd::is_grad_enabled() && input.defined() && input.requires_grad()) {
+    auto self = shared_from_this();
+    return autograd::call_after_backward(input, [self] { self->post_backward(); });
+  }
+  return {};
+}
+
+Tensor FSDPState::post_forward(const Tensor& output) {
+  if (is_root_) context_->forward_order = context_->recording;
+  if (reshard_after_forward()) group_->reshard();
+  if (autograd::is_grad_enabled() && output.defined() && output.requires_grad()) {
+    auto self = shared_from_this();
+    output.register_hook([self](const Tensor&) {
+      self->pre_backward();
+      return Tensor();
+    });
+  }
+  return {};
+}
+
+void FSDPState::pre_backward() {
+  if (!context_->backward_queued) {
+    context_->backward_queued = true;
+    auto root = context_->states.front()->shared_from_this();
+    autograd::queue_callback([root] { root->finish_backward(); });
+  }
+  group_->wait_for_unshard();
+  for (FSDPState* target : prefetch_targets(/*forward=*/false)) target->group().issue_all_gather();
+}
+
+mesh::ReduceOp FSDPState::gradient_reduce_op() const {
+  if (gradient_divide_factor) return mesh::ReduceOp::premul_sum(1.0 / *gradient_divide_factor);
+  return mesh::ReduceOp::avg();
+}
+
+void FSDPState::post_backward() {
+  if (ran_post_backward_) return;
+  ran_post_backward_ = true;
+  if (requires_gradient_sync && !group_->empty()) {
+    // At most two reduce-scatters in flight: finish the previous one first.
+    if (context_->last_reduce_scatter && context_->last_reduce_scatter != this) {
+      context_->last_reduce_scatter->group().wait_for_reduce_scatter();
+    }
+    group_->wait_for_reduce_scatter();
+    group_->issue_reduce_scatter(gradient_reduce_op());
+    context_->last_reduce_scatter = this;
+  }
+  if (reshard_after_backward) group_->reshard();
+}
+
+void FSDPState::finish_backward() {
+  // Groups whose backward never ran (no input needing grad, or no gradient
+  // reached them) still reduce, in backward order on every rank.
+  const auto& order = context_->forward_order;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if ((*it)->ran_forward_ && !(*it)->ran_post_backward_) (*it)->post_backward();
+  }
+  if (is_last_backward) {
+    for (FSDPState* s : context_->states) s->group().wait_for_reduce_scatter();
+    context_->last_reduce_scatter = nullptr;
+  }
+  context_->backward_queued = false;
+}
+
+}  // namespace dtr::fsdp

@@ -1,0 +1,114 @@
+// fully_shard: FSDP2-style per-parameter sharding of any nn::Module.
+//
+//   for (auto& block : model->blocks) fsdp::fully_shard(*block);   // bottom-up
+//   fsdp::fully_shard(*model);                                      // then the root
+//   AdamW opt(model->parameters(), ...);                            // sees the local shards
+//
+// Each call makes one parameter group of the module's parameters not already
+// managed by an inner call: every parameter becomes the local shard of a DTensor
+// with Shard(0) over the mesh (torch.chunk rows; the parameter slot holds the
+// shard, which carries its DTensorSpec). The module keeps its type and code.
+// Before the module computes, the group's shards are all-gathered as one
+// collective (copy-in to a flat buffer, all_gather_into_tensor, copy-out to
+// per-parameter unsharded tensors installed in the slots); after forward they are
+// freed unless reshard_after_forward is false (the root keeps them by default).
+// In backward the group is all-gathered again when its outputs' gradient
+// arrives, and once its backward is done the unsharded gradients are
+// reduce-scattered as one collective into the shards' .grad (averaged over the
+// ranks unless a divide factor is set). Prefetching issues the next group's
+// all-gather (forward order; reverse in backward) before the current one computes.
+//
+// Not yet: HSDP (2-D meshes), reshard_after_forward as an integer, mixed
+// precision and offload policies (the structs are accepted; non-default values
+// are refused with an error until the policies issue lands).
+#pragma once
+
+#include "dtensor/dtensor.h"
+#include "mesh/device_mesh.h"
+#include "nn/module.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace dtr::fsdp {
+
+struct MixedPrecisionPolicy {
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
+  std::optional<DType> output_dtype;
+  bool cast_forward_inputs = true;
+};
+
+struct OffloadPolicy {
+  bool offload_params = false;
+};
+
+struct FullyShardOptions {
+  // 1-D mesh of the data-parallel ranks (default: all ranks, on the device type
+  // of the module's parameters).
+  mesh::DeviceMesh mesh;
+  // Free the unsharded parameters after forward (all-gather again in backward).
+  // Default: true for every module but the root, which keeps them (as FSDP2).
+  std::optional<bool> reshard_after_forward;
+  // Which placement a parameter is sharded with; only Shard(0) is supported.
+  std::function<std::optional<Placement>(const Tensor& param)> shard_placement_fn;
+  MixedPrecisionPolicy mp_policy;
+  OffloadPolicy offload_policy;
+};
+
+// A handle to wait for an asynchronous unshard.
+class UnshardHandle {
+ public:
+  UnshardHandle() = default;
+  explicit UnshardHandle(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait();
+
+ private:
+  std::function<void()> wait_;
+};
+
+class FSDPState;
+
+// The controls of a sharded module (what FSDP2's FSDPModule methods do).
+class FSDPModule {
+ public:
+  explicit FSDPModule(std::shared_ptr<FSDPState> state) : state_(std::move(state)) {}
+
+  // All-gathers the parameters now; with async, returns before the collective ends.
+  UnshardHandle unshard(bool async = false);
+  void reshard();
+  // false: backward accumulates unsharded gradients without communicating
+  // (gradient accumulation); the next backward with true reduce-scatters the sum.
+  void set_requires_gradient_sync(bool on, bool recurse = true);
+  void set_reshard_after_backward(bool on, bool recurse = true);
+  void set_reshard_after_forward(bool on);
+  void set_modules_to_forward_prefetch(const std::vector<nn::Module*>& modules);
+  void set_modules_to_backward_prefetch(const std::vector<nn::Module*>& modules);
+  // false: the end of the next backward does not wait for the last reduce-scatters.
+  void set_is_last_backward(bool on);
+  // Gradients are divided by this instead of the number of ranks.
+  void set_gradient_divide_factor(double factor);
+
+  nn::Module& module() const;
+  const mesh::DeviceMesh& mesh() const;
+  // The sharded parameters of this group, by fully qualified name within the module.
+  std::vector<std::pair<std::string, DTensor>> sharded_parameters() const;
+  // Bytes of the flat all-gather buffer of this group on this rank (padding included).
+  int64_t shard_numel_padded() const;
+
+ private:
+  std::shared_ptr<FSDPState> state_;
+};
+
+// Shards `module` (collective over the mesh: every rank calls it the same way).
+// Errors: called twice on a module, on a module inside one already sharded
+// (apply bottom-up), or on a module whose parameter is shared with another group.
+FSDPModule fully_shard(nn::Module& module, FullyShardOptions options = {});
+
+// The controls of a module fully_shard was applied to (an error otherwise).
+FSDPModule fsdp_module(nn::Module& module);
+bool is_fully_sharded(const nn::Module& module);
+
+}  // namespace dtr::fsdp

@@ -1,0 +1,32 @@
+#include "fsdp/registry.h"
+
+#include <map>
+#include <mutex>
+
+namespace dtr::fsdp {
+
+namespace {
+
+std::mutex g_mutex;
+std::map<const nn::Module*, std::weak_ptr<FSDPState>>& registry() {
+  static std::map<const nn::Module*, std::weak_ptr<FSDPState>> states;
+  return states;
+}
+
+}  // namespace
+
+std::shared_ptr<FSDPState> find_state(const nn::Module& module) {
+  std::lock_guard lock(g_mutex);
+  auto it = registry().find(&module);
+  if (it == registry().end()) return nullptr;
+  auto state = it->second.lock();
+  if (!state) registry().erase(it);
+  return state;
+}
+
+void register_state(const nn::Module& module, const std::shared_ptr<FSDPState>& state) {
+  std::lock_guard lock(g_mutex);
+  registry()[&module] = state;
+}
+
+}  // namespace dtr::fsdp
