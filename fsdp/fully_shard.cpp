@@ -54,6 +54,14 @@ void UnshardHandle::wait() {
 FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
   const std::string what = describe(module);
   DTR_CHECK(!find_state(module), "fully_shard({}): this module is already sharded (fully_shard called twice)", what);
+  for (auto& other : all_states()) {
+    for (auto& [path, m] : other->module().named_modules()) {
+      DTR_CHECK(m != &module,
+                "fully_shard({}): it sits inside '{}' ({}), which is already sharded; apply fully_shard bottom-up "
+                "(each block first, then the root)",
+                what, path, other->module().type_name());
+    }
+  }
   auto modules = module.named_modules();
   // Inner modules already sharded keep their parameters; anything sharded above us is an error.
   std::set<const nn::Module*> managed;

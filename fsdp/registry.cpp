@@ -24,6 +24,15 @@ std::shared_ptr<FSDPState> find_state(const nn::Module& module) {
   return state;
 }
 
+std::vector<std::shared_ptr<FSDPState>> all_states() {
+  std::lock_guard lock(g_mutex);
+  std::vector<std::shared_ptr<FSDPState>> states;
+  for (auto& [module, weak] : registry()) {
+    if (auto s = weak.lock()) states.push_back(std::move(s));
+  }
+  return states;
+}
+
 void register_state(const nn::Module& module, const std::shared_ptr<FSDPState>& state) {
   std::lock_guard lock(g_mutex);
   registry()[&module] = state;

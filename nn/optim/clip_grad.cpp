@@ -1,12 +1,15 @@
 #include "nn/optim/clip_grad.h"
 
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/factory.h"
 #include "dtensor/error.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/reduce.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace dtr::nn::optim {
 
@@ -57,10 +60,37 @@ void scale_grads_(const std::vector<Tensor>& params, double coef) {
   }
 }
 
+double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type) {
+  // Parameters sharded over the same groups are combined together.
+  std::map<std::vector<mesh::ProcessGroup*>, std::vector<Tensor>> sharded;
+  std::vector<Tensor> plain;
+  for (const Tensor& p : params) {
+    const auto& spec = p.defined() ? p.dtensor_spec() : nullptr;
+    std::vector<mesh::ProcessGroup*> groups;
+    if (spec) {
+      for (int i = 0; i < static_cast<int>(spec->placements.size()); ++i) {
+        if (spec->placements[i].is_shard() && spec->mesh.size(i) > 1) groups.push_back(spec->mesh.group(i).get());
+      }
+    }
+    (groups.empty() ? plain : sharded[groups]).push_back(p);
+  }
+  const bool is_max = std::isinf(norm_type);
+  double total = local_grad_norm_pow(plain, norm_type);
+  for (auto& [groups, tensors] : sharded) {
+    Tensor part = full({1}, local_grad_norm_pow(tensors, norm_type), {.dtype = DType::f64});
+    for (mesh::ProcessGroup* group : groups) {
+      group->all_reduce(part, is_max ? mesh::ReduceOp::max() : mesh::ReduceOp::sum())->wait();
+    }
+    const double value = part.item<double>();
+    total = is_max ? std::max(total, value) : total + value;
+  }
+  return total;
+}
+
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   DTR_CHECK(max_norm >= 0.0 && !std::isnan(max_norm),
             "clip_grad_norm_: max_norm must be >= 0, got {}", max_norm);
-  const double total = total_norm_from_pow(local_grad_norm_pow(params, norm_type), norm_type);
+  const double total = total_norm_from_pow(global_grad_norm_pow(params, norm_type), norm_type);
   if (std::isfinite(total) && total > max_norm) scale_grads_(params, max_norm / (total + 1e-6));
   return total;
 }

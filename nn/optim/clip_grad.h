@@ -8,7 +8,10 @@
 // gives this process's part (sum |g|^p, or max |g| for inf) over the gradients it
 // holds (local shards); ranks combine those parts (sum, or max for inf) and
 // total_norm_from_pow() turns the combined value into the norm; scale_grads_()
-// then applies the clip coefficient. clip_grad_norm_() is all three on one process.
+// then applies the clip coefficient. clip_grad_norm_() does all three, and knows
+// sharded parameters: a parameter carrying a DTensorSpec (fully_shard's shards)
+// contributes its local part, combined over the mesh dims that shard it, so the
+// norm is the global one on every rank; other parameters count once.
 #pragma once
 
 #include "dtensor/tensor.h"
@@ -28,7 +31,11 @@ double total_norm_from_pow(double pow_sum, double norm_type = 2.0);
 // Multiplies every present grad by `coef` in place.
 void scale_grads_(const std::vector<Tensor>& params, double coef);
 
-// Returns the total norm. When it exceeds max_norm (>= 0), scales every grad by
+// The global sum of |g|^p (max for inf): local parts of sharded parameters
+// combined over their mesh (collective over those meshes' groups).
+double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type = 2.0);
+
+// Returns the total (global) norm. When it exceeds max_norm (>= 0), scales every grad by
 // max_norm / (total + 1e-6), as PyTorch does. When the total norm is NaN or
 // infinite the grads are left unchanged (PyTorch would scale them into NaNs);
 // the caller sees the non-finite norm and decides (e.g. skips the step).

@@ -1,0 +1,310 @@
+// fully_shard beyond the training parity: meta-device initialisation, uneven and
+// empty shards, grad clipping across ranks, sharded state dicts, unused modules,
+// the gradient divide factor, memory, and the API's error cases. References are
+// computed in the same process without FSDP.
+#include "dtensor/allocator.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/nn.h"
+#include "dtensor/ops/reduce.h"
+#include "fsdp/fully_shard.h"
+#include "fsdp/state_dict.h"
+#include "mesh/distributed.h"
+#include "mpi_test_util.h"
+#include "nn/container.h"
+#include "nn/linear.h"
+#include "nn/optim/adamw.h"
+#include "nn/optim/clip_grad.h"
+#include "nn/optim/sgd.h"
+#include "nn/simple_model.h"
+#include "nn/transformer.h"
+
+#include <catch2/catch.hpp>
+
+using namespace dtr;
+using dtr::testing::values_of;
+
+namespace {
+
+nn::TransformerConfig tiny(Device device = Device::cpu()) {
+  nn::TransformerConfig c;
+  c.vocab_size = 32;
+  c.dim = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.max_seq_len = 16;
+  c.device = device;
+  return c;
+}
+
+void shard_transformer(nn::Transformer& model) {
+  for (auto& layer : model.layers()) fsdp::fully_shard(*layer);
+  fsdp::fully_shard(model);
+}
+
+Tensor full_of(const Tensor& shard) { return DTensor(shard.detach(), *shard.dtensor_spec()).full_tensor(); }
+
+Tensor tokens_for(int64_t begin, int64_t end, int64_t seq = 8) {
+  std::vector<int64_t> v;
+  for (int64_t b = begin; b < end; ++b) {
+    for (int64_t t = 0; t < seq; ++t) v.push_back((b * 5 + t * 3 + 1) % 32);
+  }
+  return from_vector(v, {end - begin, seq});
+}
+
+// This rank's rows of a global batch of `global` rows.
+std::pair<int64_t, int64_t> my_rows(int64_t global) {
+  const int64_t n = distributed::world_size(), me = distributed::rank();
+  return {me * global / n, (me + 1) * global / n};
+}
+
+}  // namespace
+
+TEST_CASE("meta-device init: each rank fills its shard with exactly the unsharded init values") {
+  auto reference = std::make_shared<nn::Transformer>(tiny());
+  manual_seed(11);
+  reference->reset_parameters();
+
+  auto model = std::make_shared<nn::Transformer>(tiny(Device::meta()));
+  shard_transformer(*model);
+  model->to_empty(Device::cpu());
+  manual_seed(11);
+  model->reset_parameters();
+  auto expected = reference->named_parameters();
+  auto got = model->named_parameters();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    REQUIRE(got[i].second.device().is_cpu());
+    REQUIRE(values_of(full_of(got[i].second)) == values_of(expected[i].second));  // bit for bit
+  }
+}
+
+TEST_CASE("uneven and empty shards: a 7x5 weight and a bias of 3 train like the unsharded model") {
+  auto make = [] {
+    manual_seed(3);
+    return std::make_shared<nn::SimpleModel>(5, 7, 3, nn::LinearOptions{.dtype = DType::f64});
+  };
+  auto reference = make();
+  auto model = make();
+  fsdp::fully_shard(*model);
+  nn::optim::AdamW ref_opt(reference->parameters(), {.lr = 0.05});
+  nn::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+  const int64_t global = 12;
+  auto [begin, end] = my_rows(global);
+  for (int step = 0; step < 5; ++step) {
+    std::vector<double> xs;
+    std::vector<int64_t> ys;
+    for (int64_t b = 0; b < global; ++b) {
+      for (int64_t f = 0; f < 5; ++f) xs.push_back(std::sin(1.0 + b * 5 + f + step));
+      ys.push_back((b + step) % 3);
+    }
+    Tensor x = from_vector(xs, {global, 5}), y = from_vector(ys, {global});
+    Tensor ref_loss = cross_entropy((*reference)(x), y);
+    ref_loss.backward();
+    ref_opt.step();
+    ref_opt.zero_grad();
+    Tensor loss = cross_entropy((*model)(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+  }
+  auto expected = reference->named_parameters();
+  auto got = model->named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    auto g = values_of(full_of(got[i].second)), e = values_of(expected[i].second);
+    for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-10));
+  }
+  if (distributed::world_size() == 4 && distributed::rank() == 3) {
+    REQUIRE(model->named_parameters().back().second.numel() == 0);  // fc2.bias: 3 rows over 4 ranks
+  }
+}
+
+TEST_CASE("clip_grad_norm_ on sharded gradients returns the global norm and clips like one process") {
+  auto reference = std::make_shared<nn::Transformer>(tiny());
+  manual_seed(5);
+  reference->reset_parameters();
+  auto model = std::make_shared<nn::Transformer>(tiny());
+  manual_seed(5);
+  model->reset_parameters();
+  shard_transformer(*model);
+  const int64_t global = 12;  // equal slices at 1-4 ranks, so the mean of means is the mean
+  Tensor tokens = tokens_for(0, global);
+  Tensor targets = tokens_for(1, global + 1);
+  auto loss_of = [](nn::Module& m, const Tensor& x, const Tensor& y) {
+    Tensor logits = m(x);
+    return cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+  };
+  loss_of(*reference, tokens, targets).backward();
+  double expected = nn::optim::clip_grad_norm_(reference->parameters(), 0.1);
+  auto [begin, end] = my_rows(global);
+  loss_of(*model, tokens.narrow(0, begin, end - begin), targets.narrow(0, begin, end - begin)).backward();
+  double norm = nn::optim::clip_grad_norm_(model->parameters(), 0.1);
+  REQUIRE(norm == Approx(expected).epsilon(1e-5));
+  REQUIRE(norm > 0.1);  // the clipping branch ran
+  auto ref_params = reference->named_parameters();
+  auto params = model->named_parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    INFO(params[i].first);
+    Tensor grad = DTensor(params[i].second.grad(), *params[i].second.dtensor_spec()).full_tensor();
+    auto g = values_of(grad), e = values_of(ref_params[i].second.grad());
+    for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-6));
+  }
+}
+
+TEST_CASE("sharded state dicts: DTensors with the full values, loaded into another sharded model") {
+  auto reference = std::make_shared<nn::Transformer>(tiny());
+  auto a = std::make_shared<nn::Transformer>(tiny());
+  manual_seed(21);
+  a->reset_parameters();
+  manual_seed(21);
+  reference->reset_parameters();
+  shard_transformer(*a);
+  auto state = fsdp::get_sharded_state_dict(*a);
+  REQUIRE(state.size() == reference->named_parameters().size());
+  for (auto& [name, p] : reference->named_parameters()) {
+    INFO(name);
+    REQUIRE(state.at(name).placements() == Placements{Shard(0)});
+    REQUIRE(values_of(state.at(name).full_tensor()) == values_of(p));
+  }
+  auto b = std::make_shared<nn::Transformer>(tiny());  // different init
+  shard_transformer(*b);
+  fsdp::load_sharded_state_dict(*b, state);
+  Tensor tokens = tokens_for(0, 2);
+  REQUIRE(values_of((*b)(tokens)) == values_of((*reference)(tokens)));
+  auto broken = state;
+  broken.erase("tok_embeddings.weight");
+  REQUIRE_THROWS_WITH(fsdp::load_sharded_state_dict(*b, broken), Catch::Contains("missing keys [tok_embeddings.weight]"));
+}
+
+namespace {
+
+// Two branches; only the first reaches the loss.
+class TwoBranch : public nn::Module {
+ public:
+  TwoBranch()
+      : used_(register_module("used", std::make_shared<nn::Linear>(4, 4))),
+        unused_(register_module("unused", std::make_shared<nn::Linear>(4, 4))) {}
+  std::string type_name() const override { return "TwoBranch"; }
+  Tensor forward(const Tensor& x) override {
+    last_unused_ = (*unused_)(x);
+    return (*used_)(x);
+  }
+  std::shared_ptr<nn::Linear> used_, unused_;
+  Tensor last_unused_;
+};
+
+}  // namespace
+
+TEST_CASE("a module whose output gets no gradient does not hang the ranks: its gradient is zero") {
+  manual_seed(2);
+  auto model = std::make_shared<TwoBranch>();
+  fsdp::fully_shard(*model->used_);
+  fsdp::fully_shard(*model->unused_);
+  fsdp::fully_shard(*model);
+  for (int step = 0; step < 2; ++step) {
+    Tensor x = full({2, 4}, 0.5).requires_grad_();
+    sum((*model)(x)).backward();
+  }
+  for (auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    double magnitude = sum(abs(p.grad())).item();
+    if (name.rfind("unused", 0) == 0) {
+      REQUIRE(magnitude == 0.0);
+    } else if (p.numel() > 0) {
+      REQUIRE(magnitude > 0.0);
+    }
+  }
+}
+
+TEST_CASE("set_gradient_divide_factor(1) sums gradients over the ranks instead of averaging") {
+  auto make = [] {
+    manual_seed(9);
+    return std::make_shared<nn::SimpleModel>(4, 8, 2, nn::LinearOptions{.dtype = DType::f64});
+  };
+  auto reference = make();
+  auto model = make();
+  fsdp::fully_shard(*model).set_gradient_divide_factor(1.0);
+  const int n = distributed::world_size();
+  // Every rank uses the same batch: summed gradients are n times the reference's.
+  Tensor x = from_vector<double>({0.1, 0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8}, {2, 4});
+  sum((*reference)(x)).backward();
+  sum((*model)(x)).backward();
+  auto expected = reference->named_parameters();
+  auto got = model->named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto g = values_of(DTensor(got[i].second.grad(), *got[i].second.dtensor_spec()).full_tensor());
+    auto e = values_of(expected[i].second.grad());
+    for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(n * e[j]).margin(1e-12));
+  }
+}
+
+TEST_CASE("memory: parameters, gradients and AdamW state take 16 bytes per local element") {
+  const int n = distributed::world_size();
+  nn::TransformerConfig c = tiny();
+  c.dim = 64;
+  c.n_layers = 4;
+  c.vocab_size = 256;
+  reset_peak_memory_stats(Device::cpu());
+  const auto before = memory_stats(Device::cpu());
+  auto model = std::make_shared<nn::Transformer>(c);
+  const int64_t psi = model->num_parameters();
+  shard_transformer(*model);
+  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-3});
+  Tensor tokens = tokens_for(0, 2, 16);
+  Tensor logits = (*model)(tokens);
+  cross_entropy(logits.reshape({-1, c.vocab_size}), tokens.reshape({-1})).backward();
+  opt.step();
+  const auto after = memory_stats(Device::cpu());
+  int64_t local = 0, padded = 0, padding_bound = 0;
+  for (auto& [name, p] : model->named_parameters()) {
+    local += p.numel();
+    const Shape& global_shape = p.dtensor_spec()->shape;
+    padding_bound += n * (numel_of(global_shape) / global_shape[0]);  // under one row per rank
+  }
+  for (auto& [path, m] : model->named_modules()) {
+    if (fsdp::is_fully_sharded(*m)) padded += fsdp::fsdp_module(*m).shard_numel_padded();
+  }
+  auto grown = [&](MemoryTag tag) { return after[tag].current_bytes - before[tag].current_bytes; };
+  const int64_t state = grown(MemoryTag::param) + grown(MemoryTag::grad) + grown(MemoryTag::optimizer_state);
+  INFO("rank " << distributed::rank() << " of " << n << ": psi " << psi << ", local elements " << local
+               << ", padded " << padded << ", param/grad/optimizer bytes " << grown(MemoryTag::param) << "/"
+               << grown(MemoryTag::grad) << "/" << grown(MemoryTag::optimizer_state) << " (16*psi/N = "
+               << 16 * psi / n << "), peak param bytes " << after[MemoryTag::param].peak_bytes);
+  REQUIRE(state == 16 * local);
+  REQUIRE(local <= padded);
+  REQUIRE(padded * n < psi + padding_bound);
+  // Peak unsharded memory: shards + the root group + at most two blocks, far from the whole model.
+  const int64_t block = model->layers()[0].num_parameters();
+  const int64_t root_own = psi - c.n_layers * block;
+  REQUIRE(after[MemoryTag::param].peak_bytes - before[MemoryTag::param].current_bytes <=
+          4 * (local + root_own + 2 * block + padding_bound));
+  WARN("memory at " << n << " ranks: psi " << psi << ", state bytes " << state << " vs 16*psi/N "
+                    << 16 * psi / n << ", peak param bytes "
+                    << after[MemoryTag::param].peak_bytes - before[MemoryTag::param].current_bytes);
+}
+
+TEST_CASE("fully_shard refuses: twice, a parent before its child, and tied weights split across groups") {
+  auto model = std::make_shared<nn::SimpleModel>(4, 4, 2);
+  fsdp::fully_shard(*model);
+  REQUIRE_THROWS_WITH(fsdp::fully_shard(*model), Catch::Contains("already sharded"));
+  REQUIRE_THROWS_WITH(fsdp::fsdp_module(*model).set_gradient_divide_factor(0), Catch::Contains("positive"));
+
+  auto tied = std::make_shared<nn::Sequential>();
+  auto first = std::make_shared<nn::Linear>(4, 4);
+  auto second = std::make_shared<nn::Linear>(4, 4);
+  tied->push_back(first);
+  tied->push_back(second);
+  second->set_parameter("weight", first->parameter("weight"));  // tie
+  fsdp::fully_shard(*first);
+  REQUIRE_THROWS_WITH(fsdp::fully_shard(*tied), Catch::Contains("already sharded by another fully_shard call"));
+
+  auto parent_first = std::make_shared<nn::SimpleModel>(4, 4, 2);
+  fsdp::fully_shard(*parent_first);
+  auto& child = *parent_first->named_modules()[1].second;
+  REQUIRE_THROWS_WITH(fsdp::fully_shard(child), Catch::Contains("apply fully_shard bottom-up"));
+
+  auto plain = std::make_shared<nn::SimpleModel>(4, 4, 2);
+  REQUIRE_THROWS_WITH(fsdp::fsdp_module(*plain), Catch::Contains("fully_shard was not applied"));
+}
