@@ -26,6 +26,13 @@ void FSDPParamGroup::issue_all_gather() {
             "and reset_parameters() before the first forward", params_.front()->fqn());
   const int64_t k = mesh_.size(0);
   TensorOptions options{.dtype = params_.front()->dtype(), .device = dev, .tag = MemoryTag::comm_buffer};
+  if (post_forward_piece_.defined()) {  // after reshard(keep_piece): gather over the k ranks only
+    Tensor output = dtr::empty({k * flat_numel_}, options);
+    all_gather_ = {post_forward_group_->all_gather_into_tensor(output, post_forward_piece_), post_forward_piece_,
+                   output};
+    post_forward_piece_ = Tensor();
+    return;
+  }
   Tensor input = dtr::empty({flat_numel_}, options);
   for (auto& p : params_) {
     Tensor segment = input.narrow(0, p->flat_offset(), p->padded_numel());
@@ -36,6 +43,8 @@ void FSDPParamGroup::issue_all_gather() {
   Tensor output = dtr::empty({k * flat_numel_}, options);
   all_gather_ = {mesh_.group(0)->all_gather_into_tensor(output, input), input, output};
 }
+
+void FSDPParamGroup::set_post_forward_group(mesh::ProcessGroupPtr group) { post_forward_group_ = std::move(group); }
 
 void FSDPParamGroup::wait_for_unshard() {
   if (empty() || unsharded_) return;
@@ -58,12 +67,31 @@ void FSDPParamGroup::wait_for_unshard() {
   unsharded_ = true;
 }
 
-void FSDPParamGroup::reshard() {
+void FSDPParamGroup::reshard(bool keep_piece) {
   if (all_gather_.work) {  // a prefetch nobody used: finish the collective, drop it
     all_gather_.work->wait();
     all_gather_ = {};
   }
   if (!unsharded_) return;
+  if (keep_piece && post_forward_group_) {
+    // This rank keeps the flat segments of the ranks of its block of the
+    // post-forward group: block j of k covers mesh ranks [j * n / k, (j + 1) * n / k).
+    autograd::NoGradGuard no_grad;
+    const int64_t n = mesh_.size(0), k = post_forward_group_->size();
+    const int64_t per_block = n / k, first = post_forward_group_->rank() * per_block;
+    post_forward_piece_ = dtr::zeros({per_block * flat_numel_}, {.dtype = params_.front()->dtype(),
+                                                                   .device = device(), .tag = MemoryTag::param});
+    for (auto& p : params_) {
+      const int64_t rows = p->global_shape()[0];
+      Tensor unsharded_rows = p->unsharded().detach().reshape({rows, p->row_numel()});
+      for (int64_t s = first; s < first + per_block; ++s) {
+        ShardRange range = shard_range(rows, n, s);
+        if (range.length == 0) continue;
+        post_forward_piece_.narrow(0, (s - first) * flat_numel_ + p->flat_offset(), range.length * p->row_numel())
+            .copy_(unsharded_rows.narrow(0, range.offset, range.length).reshape({range.length * p->row_numel()}));
+      }
+    }
+  }
   for (auto& p : params_) {
     p->install_sharded();
     p->release_unsharded();

@@ -31,8 +31,16 @@ class FSDPParamGroup {
   void wait_for_unshard();
   bool is_unsharded() const { return unsharded_; }
   bool has_pending_all_gather() const { return all_gather_.work != nullptr; }
-  // Frees the unsharded parameters and puts the shards back in the slots.
-  void reshard();
+  // Frees the unsharded parameters and puts the shards back in the slots. With
+  // keep_piece and a post-forward group of k ranks, first keeps this rank's
+  // 1/k of the unsharded flat buffer; the next all-gather then runs over the
+  // k ranks only.
+  void reshard(bool keep_piece = false);
+  // The group of k consecutive ranks that reshard(true) keeps pieces for.
+  void set_post_forward_group(mesh::ProcessGroupPtr group);
+  // Forgets a kept piece (a new forward gathers from the shards, which the
+  // optimizer may have changed).
+  void drop_post_forward_piece() { post_forward_piece_ = Tensor(); }
 
   // Starts the reduce-scatter of the unsharded gradients (zeros for parameters
   // without one) and frees them.
@@ -54,6 +62,8 @@ class FSDPParamGroup {
   int64_t flat_numel_ = 0;
   bool unsharded_ = false;
   Pending all_gather_;
+  mesh::ProcessGroupPtr post_forward_group_;
+  Tensor post_forward_piece_;
   Pending reduce_scatter_;
 };
 

@@ -21,10 +21,14 @@ void FSDPState::register_hooks() {
       [self](nn::Module&, const Tensor&, const Tensor& output) { return self->post_forward(output); });
 }
 
-bool FSDPState::reshard_after_forward() const {
-  if (reshard_after_forward_override_) return *reshard_after_forward_override_;
-  if (options_.reshard_after_forward) return *options_.reshard_after_forward;
-  return !is_root_;
+int FSDPState::post_forward_reshard() const {
+  if (reshard_after_forward_override_) return *reshard_after_forward_override_ ? 1 : 0;
+  if (options_.reshard_after_forward) {
+    const auto& setting = *options_.reshard_after_forward;
+    if (std::holds_alternative<bool>(setting)) return std::get<bool>(setting) ? 1 : 0;
+    return std::get<int>(setting);
+  }
+  return is_root_ ? 0 : 1;
 }
 
 void FSDPState::unshard() { group_->wait_for_unshard(); }
@@ -58,6 +62,7 @@ Tensor FSDPState::pre_forward(const Tensor& input) {
     for (FSDPState* s : context_->states) {
       s->ran_forward_ = false;
       s->ran_post_backward_ = false;
+      s->group().drop_post_forward_piece();
     }
   }
   group_->wait_for_unshard();
@@ -73,7 +78,9 @@ Tensor FSDPState::pre_forward(const Tensor& input) {
 
 Tensor FSDPState::post_forward(const Tensor& output) {
   if (is_root_) context_->forward_order = context_->recording;
-  if (reshard_after_forward()) group_->reshard();
+  const int mode = post_forward_reshard();
+  if (mode == 1) group_->reshard();
+  if (mode > 1) group_->reshard(/*keep_piece=*/autograd::is_grad_enabled());  // no backward: nothing to keep for
   if (autograd::is_grad_enabled() && output.defined() && output.requires_grad()) {
     auto self = shared_from_this();
     output.register_hook([self](const Tensor&) {

@@ -55,7 +55,8 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
   std::optional<double> gradient_divide_factor;
   std::optional<std::vector<FSDPState*>> forward_prefetch;
   std::optional<std::vector<FSDPState*>> backward_prefetch;
-  bool reshard_after_forward() const;
+  // After forward: 0 keeps the parameters, 1 frees them, k > 1 keeps 1/k of them.
+  int post_forward_reshard() const;
   void set_reshard_after_forward(bool on) { reshard_after_forward_override_ = on; }
 
   void unshard();  // synchronous

@@ -111,6 +111,19 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
     params.push_back(std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh));
   }
   auto group = std::make_unique<FSDPParamGroup>(std::move(params), options.mesh);
+  if (options.reshard_after_forward && std::holds_alternative<int>(*options.reshard_after_forward)) {
+    const int k = std::get<int>(*options.reshard_after_forward);
+    const int n = static_cast<int>(options.mesh.size(0));
+    DTR_CHECK(k >= 1 && k <= n && n % k == 0,
+              "fully_shard({}): reshard_after_forward={} must divide the mesh size {} (1 <= k <= {})", what, k, n, n);
+    // Collective over the mesh: blocks of k consecutive ranks.
+    auto& dp = options.mesh.group(0);
+    if (k > 1 && k < n) {
+      group->set_post_forward_group(dp->split(dp->rank() / k, dp->rank() % k, fmt::format("post-forward {}", k)));
+    } else {
+      options.reshard_after_forward = k == 1 ? false : true;  // k = 1 keeps all; k = n is a full reshard
+    }
+  }
   auto state = std::make_shared<FSDPState>(module, std::move(options), std::move(group));
   state->register_hooks();
   register_state(module, state);

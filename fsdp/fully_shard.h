@@ -18,8 +18,7 @@
 // ranks unless a divide factor is set). Prefetching issues the next group's
 // all-gather (forward order; reverse in backward) before the current one computes.
 //
-// Not yet: HSDP (2-D meshes), reshard_after_forward as an integer, mixed
-// precision and offload policies (the structs are accepted; non-default values
+// Not yet: HSDP (2-D meshes), mixed precision and offload policies (the structs are accepted; non-default values
 // are refused with an error until the policies issue lands).
 #pragma once
 
@@ -30,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <variant>
 #include <vector>
 
 namespace dtr::fsdp {
@@ -49,9 +49,12 @@ struct FullyShardOptions {
   // 1-D mesh of the data-parallel ranks (default: all ranks, on the device type
   // of the module's parameters).
   mesh::DeviceMesh mesh;
-  // Free the unsharded parameters after forward (all-gather again in backward).
-  // Default: true for every module but the root, which keeps them (as FSDP2).
-  std::optional<bool> reshard_after_forward;
+  // After forward: true frees the unsharded parameters (all-gather again in
+  // backward); false keeps them; an integer k (dividing the mesh size) keeps a
+  // 1/k-sized copy, so the backward all-gather spans only k ranks (groups of k
+  // consecutive ranks, e.g. the GPUs of a node). Default: true for every module
+  // but the root, which keeps them (as FSDP2).
+  std::optional<std::variant<bool, int>> reshard_after_forward;
   // Which placement a parameter is sharded with; only Shard(0) is supported.
   std::function<std::optional<Placement>(const Tensor& param)> shard_placement_fn;
   MixedPrecisionPolicy mp_policy;

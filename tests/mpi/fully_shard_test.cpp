@@ -57,7 +57,7 @@ Tensor lm_loss(nn::Module& model, const Tensor& tokens, const Tensor& targets) {
 
 struct RunOptions {
   int steps = 10;
-  std::optional<bool> reshard_after_forward;
+  std::optional<std::variant<bool, int>> reshard_after_forward;
   int micro_batches = 1;  // gradient accumulation; sync only on the last
   bool explicit_prefetch = false;
   DType dtype = DType::f32;
@@ -157,6 +157,11 @@ TEST_CASE("FSDP training in f64 matches single-process training to 1e-9") {
 
 TEST_CASE("FSDP parity holds with reshard_after_forward false") {
   require_same_training({.steps = 4, .reshard_after_forward = false});
+}
+
+TEST_CASE("FSDP parity holds with reshard_after_forward as an integer: a copy over 2 ranks kept after forward") {
+  const int n = distributed::world_size();
+  require_same_training({.steps = 4, .reshard_after_forward = n % 2 == 0 ? 2 : 1});
 }
 
 TEST_CASE("FSDP parity holds with gradient accumulation over 2 micro-batches without sync on the first") {
