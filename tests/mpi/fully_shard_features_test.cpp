@@ -308,3 +308,27 @@ TEST_CASE("fully_shard refuses: twice, a parent before its child, and tied weigh
   auto plain = std::make_shared<nn::SimpleModel>(4, 4, 2);
   REQUIRE_THROWS_WITH(fsdp::fsdp_module(*plain), Catch::Contains("fully_shard was not applied"));
 }
+
+TEST_CASE("unshard (async) installs the full parameters, reshard puts the shards back") {
+  auto make = [] {
+    manual_seed(4);
+    return std::make_shared<nn::SimpleModel>(6, 5, 3);
+  };
+  auto reference = make();
+  auto model = make();
+  auto handle = fsdp::fully_shard(*model);
+  auto pending = handle.unshard(/*async=*/true);
+  pending.wait();
+  auto expected = reference->named_parameters();
+  auto unsharded = model->named_parameters();
+  for (size_t i = 0; i < unsharded.size(); ++i) {
+    INFO(unsharded[i].first);
+    REQUIRE(unsharded[i].second.sizes() == expected[i].second.sizes());
+    REQUIRE(values_of(unsharded[i].second) == values_of(expected[i].second));
+  }
+  handle.reshard();
+  const int64_t n = distributed::world_size(), me = distributed::rank();
+  auto sharded = model->named_parameters();
+  REQUIRE(sharded[0].second.sizes() == Shape{shard_range(5, n, me).length, 6});  // fc1.weight rows
+  REQUIRE(values_of(full_of(sharded[0].second)) == values_of(expected[0].second));
+}
