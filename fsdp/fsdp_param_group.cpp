@@ -47,7 +47,15 @@ void FSDPParamGroup::issue_all_gather() {
 void FSDPParamGroup::set_post_forward_group(mesh::ProcessGroupPtr group) { post_forward_group_ = std::move(group); }
 
 void FSDPParamGroup::wait_for_unshard() {
-  if (empty() || unsharded_) return;
+  if (empty()) return;
+  if (unsharded_) {
+    bool stale = false;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      stale = stale || params_[i]->sharded().storage().version() != gathered_versions_[i];
+    }
+    if (!stale) return;
+    reshard();
+  }
   issue_all_gather();
   all_gather_.work->wait();
   autograd::NoGradGuard no_grad;
@@ -65,6 +73,8 @@ void FSDPParamGroup::wait_for_unshard() {
   }
   all_gather_ = {};
   unsharded_ = true;
+  gathered_versions_.clear();
+  for (auto& p : params_) gathered_versions_.push_back(p->sharded().storage().version());
 }
 
 void FSDPParamGroup::reshard(bool keep_piece) {

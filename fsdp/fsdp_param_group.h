@@ -65,6 +65,9 @@ class FSDPParamGroup {
   mesh::ProcessGroupPtr post_forward_group_;
   Tensor post_forward_piece_;
   Pending reduce_scatter_;
+  // Versions of the shards when they were last gathered: a change (an optimizer
+  // step while unsharded) makes the unsharded copies stale, so they are re-gathered.
+  std::vector<uint64_t> gathered_versions_;
 };
 
 }  // namespace dtr::fsdp

@@ -85,6 +85,9 @@ class FSDPModule {
   // false: backward accumulates unsharded gradients without communicating
   // (gradient accumulation); the next backward with true reduce-scatters the sum.
   void set_requires_gradient_sync(bool on, bool recurse = true);
+  // false keeps the unsharded parameters after backward (between micro-batches:
+  // no all-gather before the next forward). Should the shards change meanwhile
+  // (an optimizer step), the next use gathers them again.
   void set_reshard_after_backward(bool on, bool recurse = true);
   void set_reshard_after_forward(bool on);
   void set_modules_to_forward_prefetch(const std::vector<nn::Module*>& modules);

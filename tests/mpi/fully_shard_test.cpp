@@ -4,10 +4,12 @@
 // full parameters. Also the memory promise and the API's error cases.
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/nn.h"
+#include "dtensor/ops/reduce.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "mpi_test_util.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/clip_grad.h"
 #include "nn/simple_model.h"
 #include "nn/transformer.h"
 
@@ -61,6 +63,8 @@ struct RunOptions {
   int micro_batches = 1;  // gradient accumulation; sync only on the last
   bool explicit_prefetch = false;
   DType dtype = DType::f32;
+  std::optional<double> clip;  // clip_grad_norm_ before each step
+  bool reshard_after_backward = true;  // false: only between micro-batches
 };
 
 // Single-process training on the whole global batch.
@@ -71,6 +75,7 @@ std::vector<double> train_reference(nn::Module& model, const RunOptions& run) {
     auto [tokens, targets] = batch(step, 0, kGlobalBatch);
     Tensor loss = lm_loss(model, tokens, targets);
     loss.backward();
+    if (run.clip) nn::optim::clip_grad_norm_(model.parameters(), *run.clip);
     opt.step();
     opt.zero_grad();
     losses.push_back(loss.item());
@@ -99,12 +104,17 @@ std::vector<double> train_fsdp(nn::Transformer& model, const RunOptions& run) {
     double step_loss = 0;
     const int64_t micro = local / run.micro_batches;
     for (int k = 0; k < run.micro_batches; ++k) {
-      root.set_requires_gradient_sync(k == run.micro_batches - 1);
+      const bool last = k == run.micro_batches - 1;
+      root.set_requires_gradient_sync(last);
+      // Keeping the unsharded parameters between micro-batches saves the
+      // all-gathers; the last backward reshards before the optimizer step.
+      root.set_reshard_after_backward(run.reshard_after_backward || (last && run.micro_batches > 1));
       auto [tokens, targets] = batch(step, me * local + k * micro, me * local + (k + 1) * micro);
       Tensor loss = mul(lm_loss(model, tokens, targets), Scalar(1.0 / run.micro_batches));
       loss.backward();
       step_loss += loss.item();
     }
+    if (run.clip) nn::optim::clip_grad_norm_(model.parameters(), *run.clip);
     opt.step();
     opt.zero_grad();
     Tensor global = full({1}, step_loss, {.dtype = DType::f64});
@@ -119,6 +129,10 @@ void require_same_training(const RunOptions& run) {
   auto sharded = make_transformer(7, run.dtype);
   auto expected_losses = train_reference(*reference, run);
   auto losses = train_fsdp(*sharded, run);
+  // Groups kept unsharded after the last backward put their shards back.
+  for (auto& [path, m] : sharded->named_modules()) {
+    if (fsdp::is_fully_sharded(*m)) fsdp::fsdp_module(*m).reshard();
+  }
   for (size_t i = 0; i < losses.size(); ++i) {
     INFO("step " << i);
     REQUIRE(losses[i] == Approx(expected_losses[i]).epsilon(1e-5));
@@ -166,6 +180,18 @@ TEST_CASE("FSDP parity holds with reshard_after_forward as an integer: a copy ov
 
 TEST_CASE("FSDP parity holds with gradient accumulation over 2 micro-batches without sync on the first") {
   require_same_training({.steps = 4, .micro_batches = 2});
+}
+
+TEST_CASE("FSDP parity holds with clip_grad_norm_ before every step") {
+  require_same_training({.steps = 4, .clip = 0.5});
+}
+
+TEST_CASE("FSDP parity holds with set_reshard_after_backward false between micro-batches") {
+  require_same_training({.steps = 3, .micro_batches = 2, .reshard_after_backward = false});
+}
+
+TEST_CASE("FSDP parity holds with set_reshard_after_backward false on every step: stale copies are re-gathered") {
+  require_same_training({.steps = 3, .micro_batches = 1, .reshard_after_backward = false});
 }
 
 TEST_CASE("FSDP parity holds with explicit forward and backward prefetch") {
