@@ -34,10 +34,14 @@ void Linear::reset_own_parameters() {
 }
 
 Tensor Linear::forward(const Tensor& input) {
-  DTR_CHECK(input.dim() >= 1 && input.size(-1) == in_,
-            "Linear: expected input with last dim {} (in_features), got shape {}", in_,
-            shape_str(input.sizes()));
-  return linear(input, parameter("weight"), bias_ ? parameter("bias") : Tensor());
+  // The weight slot's in dim: in_features, or this rank's share of it when the
+  // slot holds a tensor-parallel shard (nn/tensor_parallel/).
+  const Tensor& weight = parameter("weight");
+  const int64_t in = weight.dim() == 2 ? weight.size(1) : in_;
+  DTR_CHECK(input.dim() >= 1 && input.size(-1) == in,
+            "Linear: expected input with last dim {} (in_features{}), got shape {}", in,
+            in == in_ ? "" : ", this rank's share", shape_str(input.sizes()));
+  return linear(input, weight, bias_ ? parameter("bias") : Tensor());
 }
 
 }  // namespace dtr::nn
