@@ -70,16 +70,23 @@ Tensor Attention::forward(const Tensor& x) {
   DTR_CHECK(x.dim() == 3 && x.size(2) == config_.dim, "Attention: expected [B, T, {}], got {}", config_.dim,
             shape_str(x.sizes()));
   const int64_t b = x.size(0), t = x.size(1), hd = config_.dim / config_.n_heads;
-  Tensor q = (*wq_)(x).view({b, t, config_.n_heads, hd});
-  Tensor k = (*wk_)(x).view({b, t, config_.kv_heads(), hd});
-  Tensor v = (*wv_)(x).view({b, t, config_.kv_heads(), hd});
+  // Head counts come from the projections' outputs, so a tensor-parallel
+  // attention (wq/wk/wv column-sharded by whole heads) computes its local heads.
+  Tensor q = (*wq_)(x), k = (*wk_)(x), v = (*wv_)(x);
+  DTR_CHECK(q.size(2) % hd == 0 && k.size(2) % hd == 0,
+            "Attention: projections of {} and {} features do not split into heads of {} (with tensor "
+            "parallelism, shard whole heads: n_heads and kv heads divisible by the mesh size)",
+            q.size(2), k.size(2), hd);
+  q = q.view({b, t, q.size(2) / hd, hd});
+  k = k.view({b, t, k.size(2) / hd, hd});
+  v = v.view({b, t, v.size(2) / hd, hd});
   if (config_.style == TransformerStyle::llama) {
     q = rope(q, config_.rope_theta);
     k = rope(k, config_.rope_theta);
   }
   Tensor y = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                           /*causal=*/true);
-  return (*wo_)(y.transpose(1, 2).reshape({b, t, config_.dim}));
+  return (*wo_)(y.transpose(1, 2).reshape({b, t, q.size(2) * hd}));
 }
 
 FeedForward::FeedForward(const TransformerConfig& c) : style_(c.style) {

@@ -9,6 +9,7 @@
 #include "nn/container.h"
 #include "nn/linear.h"
 #include "nn/tensor_parallel/parallelize_module.h"
+#include "nn/transformer.h"
 
 using namespace dtr;
 using namespace dtr::testing;
@@ -66,6 +67,44 @@ TEST_CASE("tensor parallel: a Colwise then Rowwise MLP gives the single-process 
   check_mlp(6, 7, true, plan);   // uneven over 2, 3 and 4 ranks
   check_mlp(5, 2, true, plan);   // empty shards at 3 and 4 ranks
   check_mlp(6, 7, false, plan);  // no biases
+}
+
+TEST_CASE("tensor parallel: an attention block with Colwise q, k, v and Rowwise output matches one process") {
+  // 12 heads of 2: whole heads on every rank at 1, 2, 3 and 4 ranks.
+  nn::TransformerConfig config;
+  config.dim = 24;
+  config.n_heads = 12;
+  config.max_seq_len = 8;
+  config.dtype = DType::f64;
+  auto make = [&] {
+    auto attention = std::make_shared<nn::Attention>(config);
+    NoGradGuard no_grad;
+    uint64_t seed = 300;
+    for (const auto& [name, p] : attention->named_parameters()) p.copy_(random_full(p.sizes(), seed++));
+    return attention;
+  };
+  auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+  auto reference = make();
+  auto model = make();
+  auto specs = tp::parallelize_module(*model, mesh,
+                                      {{"wq", tp::ColwiseParallel{}}, {"wk", tp::ColwiseParallel{}},
+                                       {"wv", tp::ColwiseParallel{}}, {"wo", tp::RowwiseParallel{}}});
+  const Tensor x_full = random_full({2, 5, 24}, 11);
+  Tensor x = x_full.clone().requires_grad_();
+  Tensor x_ref = x_full.clone().requires_grad_();
+  Tensor y = (*model)(x);
+  Tensor y_ref = (*reference)(x_ref);
+  require_close(y, y_ref, 1e-10);
+  const Tensor w = random_full(y_ref.sizes(), 12);
+  sum(mul(y, w)).backward();
+  sum(mul(y_ref, w)).backward();
+  require_close(x.grad(), x_ref.grad(), 1e-10);
+  for (const auto& [name, p] : reference->named_parameters()) {
+    INFO("parameter " << name);
+    DTensor g = tp::parameter_dtensor(*model, specs, name).grad();
+    REQUIRE(g.defined());
+    require_close(g.full_tensor(), p.grad(), 1e-10);
+  }
 }
 
 TEST_CASE("tensor parallel: the parameters hold local shards with Shard(0), Shard(1) and Replicate specs") {
