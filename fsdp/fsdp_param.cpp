@@ -8,12 +8,14 @@
 namespace dtr::fsdp {
 
 FSDPParam::FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full,
-                     const mesh::DeviceMesh& mesh)
-    : fqn_(std::move(fqn)), slots_(std::move(slots)) {
+                     const mesh::DeviceMesh& mesh, DType compute_dtype)
+    : fqn_(std::move(fqn)), slots_(std::move(slots)), compute_dtype_(compute_dtype) {
   DTR_CHECK(full.dim() >= 1, "fully_shard: parameter '{}' is 0-dim; sharding on dim 0 needs at least one dim",
             fqn_);
-  auto spec = DTensorSpec::make(mesh, {Shard(0)}, full.sizes(), full.dtype());
-  const int64_t k = mesh.size(0);
+  Placements placements(mesh.ndim(), Replicate());
+  placements.back() = Shard(0);
+  auto spec = DTensorSpec::make(mesh, std::move(placements), full.sizes(), full.dtype());
+  const int64_t k = mesh.size(mesh.ndim() - 1);
   row_numel_ = numel_of(Shape(full.sizes().begin() + 1, full.sizes().end()));
   padded_rows_ = padded_shard_length(full.size(0), k);
   local_rows_ = spec.local_shape()[0];
@@ -43,9 +45,9 @@ Tensor FSDPParam::sharded() const {
 void FSDPParam::allocate_unsharded(Device device) {
   autograd::NoGradGuard no_grad;
   if (!unsharded_.defined()) {
-    const int64_t k = spec_->mesh.size(0);
+    const int64_t k = spec_->mesh.size(spec_->mesh.ndim() - 1);
     unsharded_padded_ = empty({k * padded_rows_, row_numel_},
-                              {.dtype = dtype(), .device = device, .tag = MemoryTag::param});
+                              {.dtype = compute_dtype_, .device = device, .tag = MemoryTag::param});
     unsharded_ = unsharded_padded_.narrow(0, 0, global_shape()[0]).view(global_shape());
     if (requires_grad_) unsharded_.requires_grad_();
     return;

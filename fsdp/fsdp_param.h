@@ -27,13 +27,17 @@ struct ParamSlot {
 
 class FSDPParam {
  public:
-  // Shards `full` (the tensor in the slots now) over `mesh` and installs the shard.
-  FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh);
+  // Shards `full` (the tensor in the slots now) over the last dim of `mesh` (a
+  // 2-D mesh replicates over its first dim: HSDP) and installs the shard. The
+  // unsharded tensor has `compute_dtype` (mixed precision's param_dtype).
+  FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh,
+            DType compute_dtype);
 
   const std::string& fqn() const { return fqn_; }
   const Shape& global_shape() const { return spec_->shape; }
   const std::shared_ptr<const DTensorSpec>& spec() const { return spec_; }
-  DType dtype() const { return spec_->dtype; }
+  DType dtype() const { return spec_->dtype; }          // of the shard (and the optimizer)
+  DType compute_dtype() const { return compute_dtype_; }  // of the unsharded tensor
 
   int64_t row_numel() const { return row_numel_; }      // elements per dim-0 row
   int64_t padded_rows() const { return padded_rows_; }  // ceil(rows / mesh size)
@@ -69,6 +73,7 @@ class FSDPParam {
   int64_t local_rows_ = 0;
   int64_t flat_offset_ = 0;
   bool requires_grad_ = true;
+  DType compute_dtype_ = DType::f32;
   Tensor saved_shard_;  // the shard while the unsharded tensor is installed
   Tensor unsharded_padded_;
   Tensor unsharded_;

@@ -6,11 +6,19 @@
 #include "dtensor/memory_stats.h"
 #include "dtensor/ops/elementwise.h"
 
+#include <cmath>
+
 namespace dtr::fsdp {
 
-FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh)
-    : params_(std::move(params)), mesh_(std::move(mesh)) {
+FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh,
+                               DType reduce_dtype)
+    : params_(std::move(params)), mesh_(std::move(mesh)), reduce_dtype_(reduce_dtype) {
+  compute_dtype_ = params_.empty() ? reduce_dtype : params_.front()->compute_dtype();
   for (auto& p : params_) {
+    DTR_CHECK(p->compute_dtype() == compute_dtype_,
+              "fully_shard: the parameters of one group must share a compute dtype for the all-gather: '{}' is {} "
+              "but '{}' is {} (set mp_policy.param_dtype, or shard them in separate groups)",
+              params_.front()->fqn(), compute_dtype_, p->fqn(), p->compute_dtype());
     p->set_flat_offset(flat_numel_);
     flat_numel_ += p->padded_numel();
   }
@@ -24,8 +32,8 @@ void FSDPParamGroup::issue_all_gather() {
   const Device dev = device();
   DTR_CHECK(!dev.is_meta(), "fully_shard: the parameters of '{}' are on the meta device; call to_empty(device) "
             "and reset_parameters() before the first forward", params_.front()->fqn());
-  const int64_t k = mesh_.size(0);
-  TensorOptions options{.dtype = params_.front()->dtype(), .device = dev, .tag = MemoryTag::comm_buffer};
+  const int64_t k = shard_size();
+  TensorOptions options{.dtype = compute_dtype_, .device = dev, .tag = MemoryTag::comm_buffer};
   if (post_forward_piece_.defined()) {  // after reshard(keep_piece): gather over the k ranks only
     Tensor output = dtr::empty({k * flat_numel_}, options);
     all_gather_ = {post_forward_group_->all_gather_into_tensor(output, post_forward_piece_), post_forward_piece_,
@@ -41,7 +49,7 @@ void FSDPParamGroup::issue_all_gather() {
     if (used < p->padded_numel()) segment.narrow(0, used, p->padded_numel() - used).zero_();
   }
   Tensor output = dtr::empty({k * flat_numel_}, options);
-  all_gather_ = {mesh_.group(0)->all_gather_into_tensor(output, input), input, output};
+  all_gather_ = {shard_group()->all_gather_into_tensor(output, input), input, output};
 }
 
 void FSDPParamGroup::set_post_forward_group(mesh::ProcessGroupPtr group) { post_forward_group_ = std::move(group); }
@@ -59,7 +67,7 @@ void FSDPParamGroup::wait_for_unshard() {
   issue_all_gather();
   all_gather_.work->wait();
   autograd::NoGradGuard no_grad;
-  const int64_t k = mesh_.size(0);
+  const int64_t k = shard_size();
   Tensor gathered = all_gather_.output.view({k, flat_numel_});
   for (auto& p : params_) {
     p->allocate_unsharded(device());
@@ -87,9 +95,9 @@ void FSDPParamGroup::reshard(bool keep_piece) {
     // This rank keeps the flat segments of the ranks of its block of the
     // post-forward group: block j of k covers mesh ranks [j * n / k, (j + 1) * n / k).
     autograd::NoGradGuard no_grad;
-    const int64_t n = mesh_.size(0), k = post_forward_group_->size();
+    const int64_t n = shard_size(), k = post_forward_group_->size();
     const int64_t per_block = n / k, first = post_forward_group_->rank() * per_block;
-    post_forward_piece_ = dtr::zeros({per_block * flat_numel_}, {.dtype = params_.front()->dtype(),
+    post_forward_piece_ = dtr::zeros({per_block * flat_numel_}, {.dtype = compute_dtype_,
                                                                    .device = device(), .tag = MemoryTag::param});
     for (auto& p : params_) {
       const int64_t rows = p->global_shape()[0];
@@ -109,12 +117,12 @@ void FSDPParamGroup::reshard(bool keep_piece) {
   unsharded_ = false;
 }
 
-void FSDPParamGroup::issue_reduce_scatter(mesh::ReduceOp op) {
+void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
   if (empty()) return;
   DTR_INTERNAL_ASSERT(!reduce_scatter_.work, "a reduce-scatter is already pending");
   autograd::NoGradGuard no_grad;
-  const int64_t k = mesh_.size(0);
-  TensorOptions options{.dtype = params_.front()->dtype(), .device = device(), .tag = MemoryTag::comm_buffer};
+  const int64_t k = shard_size();
+  TensorOptions options{.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer};
   Tensor input = zeros({k * flat_numel_}, options);
   Tensor by_rank = input.view({k, flat_numel_});
   for (auto& p : params_) {
@@ -132,21 +140,50 @@ void FSDPParamGroup::issue_reduce_scatter(mesh::ReduceOp op) {
     }
     p->unsharded().set_grad({});
   }
+  // Dividing by the number of data-parallel ranks (or the user's factor). f16
+  // overflows when summing large gradients and underflows when dividing first:
+  // split the division around the reduction, like FSDP2.
+  const double factor = divide_factor.value_or(static_cast<double>(mesh_.size()));
+  mesh::ReduceOp op = mesh::ReduceOp::premul_sum(1.0 / factor);
+  post_divide_ = 1.0;
+  if (reduce_dtype_ == DType::f16) {
+    const double pre = std::sqrt(factor);
+    op = mesh::ReduceOp::premul_sum(1.0 / pre);
+    post_divide_ = factor / pre;
+  } else if (!divide_factor) {
+    op = mesh::ReduceOp::avg();
+  }
+  reduce_op_ = op;
   Tensor output = dtr::empty({flat_numel_}, options);
-  reduce_scatter_ = {mesh_.group(0)->reduce_scatter_tensor(output, input, op), input, output};
+  reduce_scatter_ = {shard_group()->reduce_scatter_tensor(output, input, op), input, output};
 }
 
 void FSDPParamGroup::wait_for_reduce_scatter() {
   if (!reduce_scatter_.work) return;
   reduce_scatter_.work->wait();
   autograd::NoGradGuard no_grad;
+  Tensor reduced = reduce_scatter_.output;
+  if (mesh_.ndim() == 2) {
+    // HSDP: the shard group averaged (or scaled) its part; the replicas combine theirs.
+    if (partial_reduce_.defined()) reduced = add(reduced, partial_reduce_);
+    if (requires_all_reduce_) {
+      partial_reduce_ = Tensor();
+      const bool average = reduce_op_.kind == mesh::ReduceOp::Kind::avg;
+      mesh_.group(0)->all_reduce(reduced, average ? mesh::ReduceOp::avg() : mesh::ReduceOp::sum())->wait();
+    } else {
+      partial_reduce_ = reduced;
+      reduce_scatter_ = {};
+      return;
+    }
+  }
   MemoryTagGuard tag(MemoryTag::grad);
   for (auto& p : params_) {
     Tensor shard = p->sharded();
     if (!shard.requires_grad()) continue;
-    Tensor local = reduce_scatter_.output.narrow(0, p->flat_offset(), p->local_rows() * p->row_numel())
+    Tensor local = reduced.narrow(0, p->flat_offset(), p->local_rows() * p->row_numel())
                        .view(shard.sizes())
-                       .clone();
+                       .to(shard.dtype());
+    local = post_divide_ != 1.0 ? mul(local, Scalar(1.0 / post_divide_)) : local.clone();
     shard.set_grad(shard.grad().defined() ? add(shard.grad(), local) : local);
   }
   reduce_scatter_ = {};

@@ -5,6 +5,11 @@
 // flat buffer laid out rank by rank, one reduce_scatter_tensor, then each rank's
 // rows are added to its shards' .grad. Both collectives are issued
 // asynchronously and waited on later, so they overlap compute.
+//
+// Mixed precision: the all-gather runs in the compute dtype (shards are cast in
+// the copy-in), the reduce-scatter in the reduce dtype, and the result is cast to
+// the shards' dtype. HSDP (2-D mesh): both run over the shard group (the mesh's
+// last dim), then the reduced shard is all-reduced over the replicate group.
 #pragma once
 
 #include "fsdp/fsdp_param.h"
@@ -12,13 +17,14 @@
 #include "mesh/work.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace dtr::fsdp {
 
 class FSDPParamGroup {
  public:
-  FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh);
+  FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, DType reduce_dtype);
 
   bool empty() const { return params_.empty(); }
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }
@@ -43,10 +49,15 @@ class FSDPParamGroup {
   void drop_post_forward_piece() { post_forward_piece_ = Tensor(); }
 
   // Starts the reduce-scatter of the unsharded gradients (zeros for parameters
-  // without one) and frees them.
-  void issue_reduce_scatter(mesh::ReduceOp op);
-  // Finishes it: adds this rank's rows to the shards' .grad.
+  // without one) and frees them. Gradients are divided by `divide_factor`
+  // (default: the number of data-parallel ranks, i.e. averaged).
+  void issue_reduce_scatter(std::optional<double> divide_factor);
+  // Finishes it (and, on a 2-D mesh, the all-reduce over replicas unless turned
+  // off): adds this rank's rows to the shards' .grad.
   void wait_for_reduce_scatter();
+  // HSDP: false keeps reduce-scattered gradients un-all-reduced (accumulating
+  // them) until a later reduction with true, which all-reduces the sum.
+  void set_requires_all_reduce(bool on) { requires_all_reduce_ = on; }
   bool has_pending_reduce_scatter() const { return reduce_scatter_.work != nullptr; }
 
  private:
@@ -56,10 +67,18 @@ class FSDPParamGroup {
     Tensor output;
   };
   Device device() const;
+  int64_t shard_size() const { return mesh_.size(mesh_.ndim() - 1); }
+  const mesh::ProcessGroupPtr& shard_group() const { return mesh_.group(mesh_.ndim() - 1); }
 
   std::vector<std::unique_ptr<FSDPParam>> params_;
   mesh::DeviceMesh mesh_;
   int64_t flat_numel_ = 0;
+  DType compute_dtype_;
+  DType reduce_dtype_;
+  bool requires_all_reduce_ = true;
+  double post_divide_ = 1.0;   // applied after the reduction (f16: the part not applied before)
+  mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter
+  Tensor partial_reduce_;      // HSDP gradients not yet all-reduced
   bool unsharded_ = false;
   Pending all_gather_;
   mesh::ProcessGroupPtr post_forward_group_;

@@ -55,8 +55,14 @@ std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
   return it == order.begin() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::prev(it)};
 }
 
-Tensor FSDPState::pre_forward(const Tensor& input) {
+Tensor FSDPState::pre_forward(const Tensor& input_in) {
   if (!context_) lazy_init();
+  Tensor input = input_in;
+  const auto& mp = options_.mp_policy;
+  if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
+      input.dtype() != *mp.param_dtype) {
+    input = input.to(*mp.param_dtype);  // differentiable: the gradient goes back in the input's dtype
+  }
   if (is_root_) {  // a new forward starts
     context_->recording.clear();
     for (FSDPState* s : context_->states) {
@@ -73,11 +79,16 @@ Tensor FSDPState::pre_forward(const Tensor& input) {
     auto self = shared_from_this();
     return autograd::call_after_backward(input, [self] { self->post_backward(); });
   }
-  return {};
+  return input.is_same(input_in) ? Tensor() : input;
 }
 
-Tensor FSDPState::post_forward(const Tensor& output) {
+Tensor FSDPState::post_forward(const Tensor& output_in) {
   if (is_root_) context_->forward_order = context_->recording;
+  Tensor output = output_in;
+  const auto& mp = options_.mp_policy;
+  if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
+    output = output.to(*mp.output_dtype);
+  }
   const int mode = post_forward_reshard();
   if (mode == 1) group_->reshard();
   if (mode > 1) group_->reshard(/*keep_piece=*/autograd::is_grad_enabled());  // no backward: nothing to keep for
@@ -88,7 +99,7 @@ Tensor FSDPState::post_forward(const Tensor& output) {
       return Tensor();
     });
   }
-  return {};
+  return output.is_same(output_in) ? Tensor() : output;
 }
 
 void FSDPState::pre_backward() {
@@ -101,11 +112,6 @@ void FSDPState::pre_backward() {
   for (FSDPState* target : prefetch_targets(/*forward=*/false)) target->group().issue_all_gather();
 }
 
-mesh::ReduceOp FSDPState::gradient_reduce_op() const {
-  if (gradient_divide_factor) return mesh::ReduceOp::premul_sum(1.0 / *gradient_divide_factor);
-  return mesh::ReduceOp::avg();
-}
-
 void FSDPState::post_backward() {
   if (ran_post_backward_) return;
   ran_post_backward_ = true;
@@ -115,7 +121,8 @@ void FSDPState::post_backward() {
       context_->last_reduce_scatter->group().wait_for_reduce_scatter();
     }
     group_->wait_for_reduce_scatter();
-    group_->issue_reduce_scatter(gradient_reduce_op());
+    group_->set_requires_all_reduce(requires_all_reduce);
+    group_->issue_reduce_scatter(gradient_divide_factor);
     context_->last_reduce_scatter = this;
   }
   if (reshard_after_backward) group_->reshard();

@@ -50,6 +50,7 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
 
   // Controls (FSDPModule forwards to these).
   bool requires_gradient_sync = true;
+  bool requires_all_reduce = true;  // HSDP
   bool reshard_after_backward = true;
   bool is_last_backward = true;
   std::optional<double> gradient_divide_factor;
@@ -70,7 +71,6 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
   void finish_backward();  // the root's end-of-backward callback
   void lazy_init();
   std::vector<FSDPState*> prefetch_targets(bool forward);
-  mesh::ReduceOp gradient_reduce_op() const;
 
   nn::Module& module_;
   FullyShardOptions options_;

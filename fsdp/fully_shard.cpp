@@ -1,6 +1,7 @@
 #include "fsdp/fully_shard.h"
 
 #include "dtensor/error.h"
+#include "dtensor/log.h"
 #include "fsdp/fsdp_state.h"
 #include "fsdp/registry.h"
 #include "mesh/distributed.h"
@@ -25,16 +26,23 @@ mesh::DeviceMesh default_mesh(DeviceType type) {
   return mesh;
 }
 
-void check_options(const FullyShardOptions& options, const std::string& what) {
-  DTR_CHECK(options.mesh.ndim() == 1,
-            "fully_shard({}): expected a 1-D mesh, got {}; HSDP on 2-D meshes is not implemented yet", what,
+void check_options(const FullyShardOptions& options, const std::string& what, DeviceType device_type) {
+  DTR_CHECK(options.mesh.ndim() == 1 || options.mesh.ndim() == 2,
+            "fully_shard({}): expected a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh (HSDP), got {}", what,
             options.mesh.to_string());
   const auto& mp = options.mp_policy;
-  DTR_CHECK(!mp.param_dtype && !mp.reduce_dtype && !mp.output_dtype,
-            "fully_shard({}): mixed precision policies are not implemented yet; leave mp_policy at its default",
-            what);
-  DTR_CHECK(!options.offload_policy.offload_params,
-            "fully_shard({}): CPU offload is not implemented yet; leave offload_policy at its default", what);
+  for (const auto& dtype : {mp.param_dtype, mp.reduce_dtype, mp.output_dtype}) {
+    DTR_CHECK(!dtype || is_floating(*dtype), "fully_shard({}): mixed precision dtypes must be floating, got {}",
+              what, dtype_name(*dtype));
+  }
+  if (options.offload_policy.offload_params) {
+    DTR_CHECK(device_type != DeviceType::cuda,
+              "fully_shard({}): CPU offload of CUDA parameters is not implemented yet", what);
+    static std::once_flag once;
+    std::call_once(once, [] {
+      DTR_LOG_INFO("fully_shard: offload_policy on a CPU model is a no-op (the parameters already live in host memory)");
+    });
+  }
 }
 
 std::string describe(nn::Module& module) { return module.type_name(); }
@@ -92,14 +100,13 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
       }
     }
   }
-  if (!options.mesh.defined()) {
-    DeviceType type = DeviceType::cpu;
-    for (auto& t : tensors) {
-      if (t.device().is_cuda()) type = DeviceType::cuda;
-    }
-    options.mesh = default_mesh(type);
+  DeviceType type = DeviceType::cpu;
+  for (auto& t : tensors) {
+    if (t.device().is_cuda()) type = DeviceType::cuda;
   }
-  check_options(options, what);
+  if (!options.mesh.defined()) options.mesh = default_mesh(type);
+  check_options(options, what, type);
+  const auto& mp = options.mp_policy;
   std::vector<std::unique_ptr<FSDPParam>> params;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (options.shard_placement_fn) {
@@ -108,16 +115,20 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
                 "fully_shard({}): shard_placement_fn gave {} for '{}'; only Shard(0) is implemented", what,
                 placement->to_string(), found[i].first);
     }
-    params.push_back(std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh));
+    const DType compute = mp.param_dtype && is_floating(tensors[i].dtype()) ? *mp.param_dtype : tensors[i].dtype();
+    params.push_back(
+        std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh, compute));
   }
-  auto group = std::make_unique<FSDPParamGroup>(std::move(params), options.mesh);
+  // Gradients are reduced in reduce_dtype, else in the compute dtype (as FSDP2).
+  const DType compute = params.empty() ? DType::f32 : params.front()->compute_dtype();
+  auto group = std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, mp.reduce_dtype.value_or(compute));
   if (options.reshard_after_forward && std::holds_alternative<int>(*options.reshard_after_forward)) {
     const int k = std::get<int>(*options.reshard_after_forward);
-    const int n = static_cast<int>(options.mesh.size(0));
+    const int n = static_cast<int>(options.mesh.size(options.mesh.ndim() - 1));
     DTR_CHECK(k >= 1 && k <= n && n % k == 0,
               "fully_shard({}): reshard_after_forward={} must divide the mesh size {} (1 <= k <= {})", what, k, n, n);
     // Collective over the mesh: blocks of k consecutive ranks.
-    auto& dp = options.mesh.group(0);
+    auto& dp = options.mesh.group(options.mesh.ndim() - 1);
     if (k > 1 && k < n) {
       group->set_post_forward_group(dp->split(dp->rank() / k, dp->rank() % k, fmt::format("post-forward {}", k)));
     } else {
@@ -181,6 +192,10 @@ void FSDPModule::set_requires_gradient_sync(bool on, bool recurse) {
 
 void FSDPModule::set_reshard_after_backward(bool on, bool recurse) {
   for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.reshard_after_backward = on; });
+}
+
+void FSDPModule::set_requires_all_reduce(bool on, bool recurse) {
+  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.requires_all_reduce = on; });
 }
 
 void FSDPModule::set_reshard_after_forward(bool on) { state_of(state_).set_reshard_after_forward(on); }

@@ -18,8 +18,13 @@
 // ranks unless a divide factor is set). Prefetching issues the next group's
 // all-gather (forward order; reverse in backward) before the current one computes.
 //
-// Not yet: HSDP (2-D meshes), mixed precision and offload policies (the structs are accepted; non-default values
-// are refused with an error until the policies issue lands).
+// Mixed precision (mp_policy): shards keep their dtype (f32 master weights and
+// optimizer state); the all-gather and compute run in param_dtype, gradients are
+// reduced in reduce_dtype (default: param_dtype) and land in the shards' dtype;
+// outputs are cast to output_dtype; floating inputs to param_dtype when
+// cast_forward_inputs. HSDP: a 2-D (replicate, shard) mesh shards over its last
+// dim and all-reduces the reduced gradients over the first.
+// Not yet: CPU offload of CUDA parameters (on a CPU model offload is a no-op).
 #pragma once
 
 #include "dtensor/dtensor.h"
@@ -46,8 +51,8 @@ struct OffloadPolicy {
 };
 
 struct FullyShardOptions {
-  // 1-D mesh of the data-parallel ranks (default: all ranks, on the device type
-  // of the module's parameters).
+  // The data-parallel ranks: a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh
+  // (HSDP). Default: a 1-D mesh of all ranks on the parameters' device type.
   mesh::DeviceMesh mesh;
   // After forward: true frees the unsharded parameters (all-gather again in
   // backward); false keeps them; an integer k (dividing the mesh size) keeps a
@@ -96,6 +101,9 @@ class FSDPModule {
   void set_is_last_backward(bool on);
   // Gradients are divided by this instead of the number of ranks.
   void set_gradient_divide_factor(double factor);
+  // HSDP: false skips the all-reduce over replicas (gradient accumulation); the
+  // next reduction with true all-reduces the accumulated sum.
+  void set_requires_all_reduce(bool on, bool recurse = true);
 
   nn::Module& module() const;
   const mesh::DeviceMesh& mesh() const;
