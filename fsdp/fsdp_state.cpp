@@ -57,6 +57,13 @@ std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
 
 Tensor FSDPState::pre_forward(const Tensor& input_in) {
   if (!context_) lazy_init();
+  if (autograd::in_backward()) {
+    // A forward recomputed during backward (activation checkpointing): the
+    // parameters are (or are made) unsharded; nothing is recorded or prefetched,
+    // and the surrounding backward reshards and reduces as usual.
+    group_->wait_for_unshard();
+    return {};
+  }
   Tensor input = input_in;
   const auto& mp = options_.mp_policy;
   if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
@@ -83,6 +90,7 @@ Tensor FSDPState::pre_forward(const Tensor& input_in) {
 }
 
 Tensor FSDPState::post_forward(const Tensor& output_in) {
+  if (autograd::in_backward()) return {};  // recomputation: see pre_forward
   if (is_root_) context_->forward_order = context_->recording;
   Tensor output = output_in;
   const auto& mp = options_.mp_policy;
