@@ -57,18 +57,18 @@ std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
 
 Tensor FSDPState::pre_forward(const Tensor& input_in) {
   if (!context_) lazy_init();
-  if (autograd::in_backward()) {
-    // A forward recomputed during backward (activation checkpointing): the
-    // parameters are (or are made) unsharded; nothing is recorded or prefetched,
-    // and the surrounding backward reshards and reduces as usual.
-    group_->wait_for_unshard();
-    return {};
-  }
   Tensor input = input_in;
   const auto& mp = options_.mp_policy;
   if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
       input.dtype() != *mp.param_dtype) {
     input = input.to(*mp.param_dtype);  // differentiable: the gradient goes back in the input's dtype
+  }
+  if (autograd::in_backward()) {
+    // A forward recomputed during backward (activation checkpointing): the
+    // parameters are (or are made) unsharded; nothing is recorded or prefetched,
+    // and the surrounding backward reshards and reduces as usual.
+    group_->wait_for_unshard();
+    return input.is_same(input_in) ? Tensor() : input;
   }
   if (is_root_) {  // a new forward starts
     context_->recording.clear();
@@ -90,13 +90,13 @@ Tensor FSDPState::pre_forward(const Tensor& input_in) {
 }
 
 Tensor FSDPState::post_forward(const Tensor& output_in) {
-  if (autograd::in_backward()) return {};  // recomputation: see pre_forward
-  if (is_root_) context_->forward_order = context_->recording;
   Tensor output = output_in;
   const auto& mp = options_.mp_policy;
   if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
     output = output.to(*mp.output_dtype);
   }
+  if (autograd::in_backward()) return output.is_same(output_in) ? Tensor() : output;  // recomputation
+  if (is_root_) context_->forward_order = context_->recording;
   const int mode = post_forward_reshard();
   if (mode == 1) group_->reshard();
   if (mode > 1) group_->reshard(/*keep_piece=*/autograd::is_grad_enabled());  // no backward: nothing to keep for
