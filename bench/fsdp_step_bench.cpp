@@ -1,0 +1,418 @@
+// FSDP training-step benchmark on the CPU: one step (forward, backward, AdamW) of
+// a GPT-2-style Transformer with fsdp::fully_shard applied to every block and then
+// the root (default options: blocks reshard after forward, the root keeps its
+// parameters), each rank on its slice of the global batch. Reported on rank 0:
+//
+//  - ms/step: the median over --steps timed steps (after --warmup untimed ones,
+//    the first of which allocates the optimizer state) of the slowest rank's time
+//    (each step starts after a barrier); tokens/s = global batch * seq / that;
+//    the median forward / backward / optimizer split of rank 0.
+//  - Bytes communicated per step by this rank, from the stats of the FSDP mesh's
+//    group (fsdp_module(root).mesh().group(0); not the world group, fully_shard's
+//    default mesh has its own): all-gather input (the shard) and reduce-scatter
+//    input (the full flat buffer), against the issue's theory of 2 all-gathers and
+//    1 reduce-scatter of Psi parameters per step (per rank: 2 * Psi / N * 4 bytes
+//    of all-gather input, Psi * 4 bytes of reduce-scatter input), and against the
+//    exact expectation from the groups' padded flat sizes (the root group is
+//    all-gathered once per step, since it does not reshard after forward).
+//  - Per-rank peak memory by tag over the timed steps, and the state bytes
+//    (param + grad + optimizer_state currently held after a step) against 16 * Psi / N
+//    (f32 parameter, gradient and AdamW's two moments). Forward and backward run
+//    under MemoryTagGuard(activation), so untagged allocations there count as
+//    activations.
+//  - With --compare-unsharded (default on at 1 rank): the same step on a plain,
+//    unsharded model of the same shape and seed, run on every rank at the same time
+//    (each on its own batch slice, no communication, so CPU contention matches the
+//    FSDP run; at 1 rank this is exactly "the plain model on rank 0"), and the
+//    FSDP / unsharded step-time ratio (the issue's target: <= 1.05 at 1 rank).
+//    For the ratio both models stay alive and their steps alternate (FSDP, plain,
+//    FSDP, ...), so a change in machine load hits both alike; the plain model's
+//    memory is measured on its own steps, less what the idle FSDP model holds.
+//
+// The default shape is GPT-2's block shape reduced to fit a 2-core machine: 6
+// layers x 384 wide, 6 heads, vocab 8192 (not GPT-2's 50257: the embedding and
+// output head would dominate parameters, memory and time), seq 64, global batch 8.
+//
+// Run (as root add --allow-run-as-root; with more ranks than cores add --oversubscribe):
+//   OMPI_MCA_mpi_yield_when_idle=1 mpirun -np 2 build/dev/bench/dtr_fsdp_step_bench
+//       [--layers 6] [--dim 384] [--heads 6] [--vocab 8192] [--seq 64] [--batch 8]
+//       [--steps 5] [--warmup 2] [--threads 0] [--compare-unsharded | --no-compare-unsharded]
+// --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
+// DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
+#include "dtensor/allocator.h"
+#include "dtensor/factory.h"
+#include "dtensor/memory_stats.h"
+#include "dtensor/ops/nn.h"
+#include "dtensor/random.h"
+#include "fsdp/fully_shard.h"
+#include "kernels/cpu/parallel.h"
+#include "mesh/distributed.h"
+#include "nn/optim/adamw.h"
+#include "nn/transformer.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using dtr::MemoryTag;
+
+struct Options {
+  int64_t layers = 6;
+  int64_t dim = 384;
+  int64_t heads = 6;
+  int64_t vocab = 8192;
+  int64_t seq = 64;
+  int64_t batch = 8;  // global
+  int steps = 5;
+  int warmup = 2;
+  int threads = 0;
+  bool compare_unsharded = false;  // default: on at 1 rank only
+  bool no_compare_unsharded = false;
+};
+
+int g_rank = 0;
+int g_size = 1;
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mib(double bytes) { return bytes / (1 << 20); }
+
+constexpr std::array<MemoryTag, 5> kTags{MemoryTag::param, MemoryTag::grad, MemoryTag::optimizer_state,
+                                         MemoryTag::activation, MemoryTag::comm_buffer};
+
+struct Result {
+  double step_s = 0;  // median of the slowest rank's step time
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // rank 0's medians
+  double loss = 0;
+  dtr::MemoryStats memory;      // after the last timed step (peaks over the timed steps)
+  int64_t state_bytes = 0;      // param + grad + optimizer_state current after the step
+  dtr::mesh::CommStats comm;    // over the timed steps (FSDP only)
+  std::string group_name;
+  int64_t ag_bytes_expected = 0, rs_bytes_expected = 0;  // per step, from the padded flat sizes
+};
+
+dtr::nn::TransformerConfig make_config(const Options& opt) {
+  dtr::nn::TransformerConfig c;
+  c.style = dtr::nn::TransformerStyle::gpt2;
+  c.vocab_size = opt.vocab;
+  c.dim = opt.dim;
+  c.n_layers = opt.layers;
+  c.n_heads = opt.heads;
+  c.max_seq_len = opt.seq;
+  return c;
+}
+
+// This rank's rows of the global batch: inputs and next-token targets.
+std::pair<dtr::Tensor, dtr::Tensor> local_batch(const Options& opt) {
+  dtr::manual_seed(1234);  // the same global batch on every rank
+  std::vector<float> u = dtr::rand({opt.batch, opt.seq + 1}).to_vector<float>();
+  const int64_t local = opt.batch / g_size, begin = g_rank * local;
+  std::vector<int64_t> ids;
+  for (int64_t b = begin; b < begin + local; ++b) {
+    for (int64_t t = 0; t <= opt.seq; ++t) {
+      ids.push_back(static_cast<int64_t>(u[static_cast<size_t>(b * (opt.seq + 1) + t)] *
+                                         static_cast<float>(opt.vocab - 1)));
+    }
+  }
+  dtr::Tensor tokens = dtr::from_vector<int64_t>(ids, {local, opt.seq + 1});
+  return {tokens.narrow(1, 0, opt.seq).contiguous(), tokens.narrow(1, 1, opt.seq).contiguous()};
+}
+
+// One model, its optimizer and this rank's batch; step() runs forward, backward
+// (both under MemoryTagGuard(activation)) and AdamW, and records the split.
+struct Trainer {
+  dtr::nn::Transformer& model;
+  dtr::nn::optim::AdamW optimizer;
+  dtr::Tensor inputs, targets;
+  int64_t vocab;
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;
+
+  Trainer(dtr::nn::Transformer& m, const Options& opt)
+      : model(m), optimizer(m.parameters(), {.lr = 1e-4}), vocab(opt.vocab) {
+    std::tie(inputs, targets) = local_batch(opt);
+  }
+
+  double step() {
+    using namespace dtr;
+    const double t0 = now_s();
+    double t1 = 0, t2 = 0;
+    Tensor loss;
+    {
+      MemoryTagGuard tag(MemoryTag::activation);
+      loss = cross_entropy(model(inputs).reshape({-1, vocab}), targets.reshape({-1}));
+      t1 = now_s();
+      optimizer.zero_grad();
+      loss.backward();
+      t2 = now_s();
+    }
+    optimizer.step();
+    const double value = loss.item();
+    const double t3 = now_s();
+    forward_s = t1 - t0, backward_s = t2 - t1, optimizer_s = t3 - t2;
+    return value;
+  }
+};
+
+// Timed steps of the trainers, in turns within each rep (so changes in machine
+// load hit them alike); every step starts after a barrier. Returns per trainer:
+// the median of the slowest rank's step time, and rank 0's fwd/bwd/opt medians.
+std::vector<Result> time_steps(const std::vector<Trainer*>& trainers, int steps) {
+  const size_t n = trainers.size();
+  std::vector<std::vector<double>> times(n), fwd(n), bwd(n), optim(n);
+  std::vector<Result> results(n);
+  for (int i = 0; i < steps; ++i) {
+    for (size_t t = 0; t < n; ++t) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now_s();
+      results[t].loss = trainers[t]->step();
+      times[t].push_back(now_s() - t0);
+      fwd[t].push_back(trainers[t]->forward_s);
+      bwd[t].push_back(trainers[t]->backward_s);
+      optim[t].push_back(trainers[t]->optimizer_s);
+    }
+  }
+  for (size_t t = 0; t < n; ++t) {
+    MPI_Allreduce(MPI_IN_PLACE, times[t].data(), steps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    results[t].step_s = median(times[t]);
+    results[t].forward_s = median(fwd[t]);
+    results[t].backward_s = median(bwd[t]);
+    results[t].optimizer_s = median(optim[t]);
+  }
+  return results;
+}
+
+// Memory by tag now, less `baseline`'s current bytes (what another model holds).
+dtr::MemoryStats memory_since(const dtr::MemoryStats& baseline) {
+  dtr::MemoryStats m = dtr::memory_stats(dtr::Device::cpu());
+  for (int k = 0; k < dtr::kNumMemoryTags; ++k) {
+    const auto i = static_cast<size_t>(k);
+    m.by_tag[i].current_bytes -= baseline.by_tag[i].current_bytes;
+    m.by_tag[i].peak_bytes -= baseline.by_tag[i].current_bytes;
+  }
+  m.total.current_bytes -= baseline.total.current_bytes;
+  m.total.peak_bytes -= baseline.total.current_bytes;
+  return m;
+}
+
+int64_t state_bytes(const dtr::MemoryStats& m) {
+  return m[MemoryTag::param].current_bytes + m[MemoryTag::grad].current_bytes +
+         m[MemoryTag::optimizer_state].current_bytes;
+}
+
+// Every rank's value of x, gathered on rank 0 (empty elsewhere).
+std::vector<int64_t> gather(int64_t x) {
+  std::vector<int64_t> all(static_cast<size_t>(g_size));
+  MPI_Gather(&x, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  return all;
+}
+
+// Per-rank memory table: peak by tag, state bytes now against 16 * Psi / N.
+void print_memory(const char* title, const Result& r, int64_t psi, int n_for_state, const char* ideal_label) {
+  std::vector<std::vector<int64_t>> peaks;
+  for (MemoryTag tag : kTags) peaks.push_back(gather(r.memory[tag].peak_bytes));
+  const std::vector<int64_t> total_peak = gather(r.memory.total.peak_bytes);
+  const std::vector<int64_t> state = gather(r.state_bytes);
+  if (g_rank != 0) return;
+  const double ideal = 16.0 * static_cast<double>(psi) / n_for_state;
+  fmt::print("\n{} (MiB; peak over the timed steps; state = param + grad + optimizer_state held after a step)\n",
+             title);
+  fmt::print("{:>5} | {:>8} | {:>8} | {:>9} | {:>10} | {:>11} | {:>10} | {:>9} | {:>12} | {:>6}\n", "rank",
+             "param", "grad", "opt_state", "activation", "comm_buffer", "total peak", "state", ideal_label, "ratio");
+  fmt::print("{:->5}-+-{:->8}-+-{:->8}-+-{:->9}-+-{:->10}-+-{:->11}-+-{:->10}-+-{:->9}-+-{:->12}-+-{:->6}\n", "", "",
+             "", "", "", "", "", "", "", "");
+  for (int rank = 0; rank < g_size; ++rank) {
+    const auto i = static_cast<size_t>(rank);
+    fmt::print("{:>5} | {:>8.2f} | {:>8.2f} | {:>9.2f} | {:>10.2f} | {:>11.2f} | {:>10.2f} | {:>9.2f} | {:>12.2f} | "
+               "{:>6.3f}\n",
+               rank, mib(static_cast<double>(peaks[0][i])), mib(static_cast<double>(peaks[1][i])),
+               mib(static_cast<double>(peaks[2][i])), mib(static_cast<double>(peaks[3][i])),
+               mib(static_cast<double>(peaks[4][i])), mib(static_cast<double>(total_peak[i])),
+               mib(static_cast<double>(state[i])), mib(ideal), static_cast<double>(state[i]) / ideal);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dtr;
+  distributed::init();
+  g_rank = distributed::rank();
+  g_size = distributed::world_size();
+
+  Options opt;
+  CLI::App app{"dtr FSDP training-step benchmark: step time, communication and memory per rank"};
+  app.add_option("--layers", opt.layers, "transformer blocks")->check(CLI::PositiveNumber);
+  app.add_option("--dim", opt.dim, "model width")->check(CLI::PositiveNumber);
+  app.add_option("--heads", opt.heads, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", opt.vocab, "vocabulary size (GPT-2: 50257)")->check(CLI::PositiveNumber);
+  app.add_option("--seq", opt.seq, "sequence length")->check(CLI::PositiveNumber);
+  app.add_option("--batch", opt.batch, "global batch (divisible by the number of ranks)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--steps", opt.steps, "timed steps (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", opt.warmup, "untimed warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", opt.threads, "compute threads per rank (0: cores / ranks on the node)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--compare-unsharded", opt.compare_unsharded,
+               "also time the step on a plain unsharded model (default: on at 1 rank only)");
+  app.add_flag("--no-compare-unsharded", opt.no_compare_unsharded, "do not (also at 1 rank)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = g_rank == 0 ? app.exit(e) : e.get_exit_code();
+    distributed::finalize();
+    return code;
+  }
+  if (opt.batch % g_size != 0) {
+    if (g_rank == 0) fmt::print(stderr, "fsdp_step_bench: --batch {} is not divisible by {} ranks\n", opt.batch, g_size);
+    distributed::finalize();
+    return 1;
+  }
+  const bool compare = !opt.no_compare_unsharded && (opt.compare_unsharded || g_size == 1);
+  int threads = opt.threads;
+  if (threads == 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / distributed::local_world_size());
+  }
+  kernels::set_num_threads(threads);
+
+  const nn::TransformerConfig config = make_config(opt);
+  manual_seed(0);
+  nn::Transformer model(config);
+  const int64_t psi = model.num_parameters();
+  for (auto& layer : model.layers()) fsdp::fully_shard(*layer);
+  auto root = fsdp::fully_shard(model);
+  if (g_rank == 0) {
+    fmt::print("dtr FSDP step bench: GPT-2-style {} layers x {} wide, {} heads, vocab {}, seq {}, "
+               "global batch {} ({} per rank), f32, AdamW\n",
+               opt.layers, opt.dim, opt.heads, opt.vocab, opt.seq, opt.batch, opt.batch / g_size);
+    fmt::print("Psi = {} parameters ({:.1f} MiB f32); {} ranks, {} compute threads each; {} warm-up + {} "
+               "timed steps\n",
+               psi, mib(4.0 * static_cast<double>(psi)), g_size, threads, opt.warmup, opt.steps);
+  }
+
+  // 1. FSDP alone: step time, communication, memory.
+  Trainer fsdp_trainer(model, opt);
+  const mesh::ProcessGroupPtr group = root.mesh().group(0);
+  for (int i = 0; i < opt.warmup; ++i) fsdp_trainer.step();  // the first allocates the optimizer state
+  MPI_Barrier(MPI_COMM_WORLD);
+  group->reset_stats();
+  reset_peak_memory_stats(Device::cpu());
+  Result sharded = time_steps({&fsdp_trainer}, opt.steps)[0];
+  sharded.comm = group->stats();
+  sharded.group_name = group->name();
+  sharded.memory = memory_stats(Device::cpu());
+  sharded.state_bytes = state_bytes(sharded.memory);
+  {
+    int64_t blocks_flat = 0;
+    for (auto& layer : model.layers()) blocks_flat += fsdp::fsdp_module(*layer).shard_numel_padded();
+    const int64_t root_flat = root.shard_numel_padded(), elem = static_cast<int64_t>(sizeof(float));
+    // Blocks: forward and backward; the root keeps its parameters after forward.
+    sharded.ag_bytes_expected = (2 * blocks_flat + root_flat) * elem;
+    sharded.rs_bytes_expected = (blocks_flat + root_flat) * g_size * elem;
+  }
+
+  // 2. The plain model: its memory on its own steps (less what the FSDP model
+  // holds meanwhile, which does not change between its steps), then both models'
+  // steps interleaved for the time ratio.
+  std::optional<Result> plain, fsdp_interleaved;
+  std::optional<nn::Transformer> plain_model;
+  std::optional<Trainer> plain_trainer;
+  if (compare) {
+    const MemoryStats baseline = memory_stats(Device::cpu());
+    manual_seed(0);
+    plain_model.emplace(config);
+    plain_trainer.emplace(*plain_model, opt);
+    for (int i = 0; i < opt.warmup; ++i) plain_trainer->step();
+    MPI_Barrier(MPI_COMM_WORLD);
+    reset_peak_memory_stats(Device::cpu());
+    plain = time_steps({&*plain_trainer}, 1)[0];
+    plain->memory = memory_since(baseline);
+    plain->state_bytes = state_bytes(plain->memory);
+    auto both = time_steps({&fsdp_trainer, &*plain_trainer}, opt.steps);
+    fsdp_interleaved = both[0];
+    const MemoryStats keep = plain->memory;
+    plain = both[1];
+    plain->memory = keep;
+    plain->state_bytes = state_bytes(keep);
+  }
+
+  const double tokens = static_cast<double>(opt.batch * opt.seq);
+  if (g_rank == 0) {
+    fmt::print("\nStep time (median of the slowest rank; fwd/bwd/opt: rank 0's medians; tokens/s of the global "
+               "batch)\n");
+    fmt::print("{:>10} | {:>9} | {:>10} | {:>8} | {:>8} | {:>8} | {:>9}\n", "", "ms/step", "tokens/s", "fwd ms",
+               "bwd ms", "opt ms", "loss");
+    fmt::print("{:->10}-+-{:->9}-+-{:->10}-+-{:->8}-+-{:->8}-+-{:->8}-+-{:->9}\n", "", "", "", "", "", "", "");
+    auto row = [&](const char* what, const Result& r) {
+      fmt::print("{:>10} | {:>9.1f} | {:>10.0f} | {:>8.1f} | {:>8.1f} | {:>8.1f} | {:>9.4f}\n", what, 1e3 * r.step_s,
+                 tokens / r.step_s, 1e3 * r.forward_s, 1e3 * r.backward_s, 1e3 * r.optimizer_s, r.loss);
+    };
+    row("FSDP", sharded);
+    if (plain) {
+      fmt::print("interleaved (FSDP step, then unsharded step, {} times):\n", opt.steps);
+      row("FSDP", *fsdp_interleaved);
+      row("unsharded", *plain);
+      const double ratio = fsdp_interleaved->step_s / plain->step_s;
+      fmt::print("FSDP / unsharded step time: {:.3f}{}\n", ratio,
+                 g_size == 1 ? (ratio <= 1.05 ? "  (target <= 1.05 at 1 rank: met)" : "  (target <= 1.05 at 1 rank: "
+                                                                                      "NOT met)")
+                             : "  (unsharded: every rank at once on its slice, no communication)");
+    }
+
+    const double steps = opt.steps;
+    const mesh::CommStats& c = sharded.comm;
+    auto per_step = [&](mesh::CollectiveKind kind) {
+      return std::pair{static_cast<double>(c.calls_of(kind)) / steps, static_cast<double>(c.bytes_of(kind)) / steps};
+    };
+    double other_bytes = 0;
+    for (int k = 0; k < mesh::kNumCollectiveKinds; ++k) {
+      const auto kind = static_cast<mesh::CollectiveKind>(k);
+      if (kind != mesh::CollectiveKind::all_gather && kind != mesh::CollectiveKind::reduce_scatter) {
+        other_bytes += static_cast<double>(c.bytes_of(kind)) / steps;
+      }
+    }
+    const double n = g_size;
+    fmt::print("\nCommunication per step: rank 0's input bytes on the FSDP group '{}' (MiB);\n"
+               "theory (issue) = 2 all-gathers + 1 reduce-scatter of Psi: AG 2*Psi/N*4, RS Psi*4 bytes;\n"
+               "expected = from the padded flat groups, root all-gathered once (it keeps its parameters "
+               "after forward)\n",
+               sharded.group_name);
+    fmt::print("{:>14} | {:>7} | {:>10} | {:>11} | {:>8} | {:>10} | {:>9}\n", "", "calls", "measured",
+               "theory", "measured/", "expected", "measured/");
+    fmt::print("{:>14} | {:>7} | {:>10} | {:>11} | {:>8} | {:>10} | {:>9}\n", "", "", "", "(issue)", "theory",
+               "", "expected");
+    fmt::print("{:->14}-+-{:->7}-+-{:->10}-+-{:->11}-+-{:->9}-+-{:->10}-+-{:->9}\n", "", "", "", "", "", "", "");
+    auto comm_row = [&](const char* what, std::pair<double, double> m, double theory, double expected) {
+      fmt::print("{:>14} | {:>7.1f} | {:>10.3f} | {:>11.3f} | {:>9.3f} | {:>10.3f} | {:>9.3f}\n", what, m.first,
+                 mib(m.second), mib(theory), m.second / theory, mib(expected), m.second / expected);
+    };
+    const auto ag = per_step(mesh::CollectiveKind::all_gather), rs = per_step(mesh::CollectiveKind::reduce_scatter);
+    const double ag_theory = 2.0 * static_cast<double>(psi) / n * 4, rs_theory = static_cast<double>(psi) * 4;
+    comm_row("all-gather", ag, ag_theory, static_cast<double>(sharded.ag_bytes_expected));
+    comm_row("reduce-scatter", rs, rs_theory, static_cast<double>(sharded.rs_bytes_expected));
+    comm_row("total", {ag.first + rs.first, ag.second + rs.second}, ag_theory + rs_theory,
+             static_cast<double>(sharded.ag_bytes_expected + sharded.rs_bytes_expected));
+    if (other_bytes > 0) fmt::print("other collectives on the group: {:.3f} MiB per step\n", mib(other_bytes));
+  }
+  print_memory("FSDP memory per rank", sharded, psi, g_size, "16*Psi/N");
+  if (plain) print_memory("Unsharded memory per rank", *plain, psi, 1, "16*Psi");
+  distributed::finalize();
+  return 0;
+}
