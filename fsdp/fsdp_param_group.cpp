@@ -123,22 +123,24 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
   autograd::NoGradGuard no_grad;
   const int64_t k = shard_size();
   TensorOptions options{.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer};
-  Tensor input = zeros({k * flat_numel_}, options);
+  // Every element is written once: gradient rows, or zeros for padding and for
+  // parameters that got no gradient (their reduce-scatter still runs).
+  Tensor input = dtr::empty({k * flat_numel_}, options);
   Tensor by_rank = input.view({k, flat_numel_});
   for (auto& p : params_) {
-    if (!p->unsharded().defined()) continue;
-    const Tensor& grad = p->unsharded().grad();
-    if (!grad.defined()) continue;
+    const Tensor grad = p->unsharded().defined() ? p->unsharded().grad() : Tensor();
     const int64_t rows = p->global_shape()[0];
-    Tensor grad_rows = grad.reshape({rows, p->row_numel()});
+    Tensor grad_rows = grad.defined() ? grad.reshape({rows, p->row_numel()}) : Tensor();
     for (int64_t r = 0; r < k; ++r) {
-      ShardRange range = shard_range(rows, k, r);
-      if (range.length == 0) continue;
-      by_rank.select(0, r)
-          .narrow(0, p->flat_offset(), range.length * p->row_numel())
-          .copy_(grad_rows.narrow(0, range.offset, range.length).reshape({range.length * p->row_numel()}));
+      Tensor segment = by_rank.select(0, r).narrow(0, p->flat_offset(), p->padded_numel());
+      ShardRange range = grad.defined() ? shard_range(rows, k, r) : ShardRange{};
+      const int64_t used = range.length * p->row_numel();
+      if (used > 0) {
+        segment.narrow(0, 0, used).copy_(grad_rows.narrow(0, range.offset, range.length).reshape({used}));
+      }
+      if (used < p->padded_numel()) segment.narrow(0, used, p->padded_numel() - used).zero_();
     }
-    p->unsharded().set_grad({});
+    if (grad.defined()) p->unsharded().set_grad({});
   }
   // Dividing by the number of data-parallel ranks (or the user's factor). f16
   // overflows when summing large gradients and underflows when dividing first:
