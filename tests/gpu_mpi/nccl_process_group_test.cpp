@@ -5,6 +5,7 @@
 // number of ranks on one GPU). Rank r contributes values computed from r, so
 // every expected result is a closed form evaluated here, independently of the
 // code under test; results are read back on the host after wait().
+#include "../mpi/collective_expectations.h"
 #include "../mpi/mpi_test_util.h"
 #include "dtensor/cuda/cuda_runtime.h"
 #include "mesh/debug_collectives.h"
@@ -19,6 +20,9 @@
 using namespace dtr;
 using dtr::mesh::ReduceOp;
 using dtr::testing::tensor_of;
+using dtr::testing::contribution;
+using dtr::testing::contributions;
+using dtr::testing::reduce_expected;
 using dtr::testing::values_of;
 
 namespace {
@@ -53,33 +57,6 @@ Tensor gpu_tensor_of(const std::vector<double>& values, DType dtype, Shape shape
 }
 
 std::vector<double> host_values(const Tensor& t) { return values_of(t.to(Device::cpu())); }
-
-// Rank r's value at index i: small integers, exact in every dtype tested (u8 included).
-double contribution(int r, int64_t i) { return (r + 1) * (i % 7 + 1); }
-
-std::vector<double> contributions(int r, int64_t n) {
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = contribution(r, i);
-  return v;
-}
-
-double reduce_expected(ReduceOp op, int64_t i, int size, DType dtype) {
-  double sum = 0, max = -1e30, min = 1e30;
-  for (int r = 0; r < size; ++r) {
-    double v = contribution(r, i);
-    sum += v;
-    max = std::max(max, v);
-    min = std::min(min, v);
-  }
-  switch (op.kind) {
-    case ReduceOp::Kind::sum: return sum;
-    case ReduceOp::Kind::avg: return is_floating(dtype) ? sum / size : std::trunc(sum / size);
-    case ReduceOp::Kind::max: return max;
-    case ReduceOp::Kind::min: return min;
-    case ReduceOp::Kind::premul_sum: return sum * op.factor;
-  }
-  return 0;
-}
 
 // The ops each backend supports on `dtype`: NCCL has no integer avg.
 std::vector<ReduceOp> ops_for(DType dtype, bool integer_avg) {

@@ -3,6 +3,7 @@
 // form evaluated here, independently of the code under test.
 #include "mesh/debug_collectives.h"
 #include "mesh/process_group.h"
+#include "collective_expectations.h"
 #include "mpi_test_util.h"
 
 #include <catch2/catch.hpp>
@@ -13,39 +14,15 @@
 using namespace dtr;
 using dtr::mesh::ReduceOp;
 using dtr::testing::tensor_of;
+using dtr::testing::contribution;
+using dtr::testing::contributions;
+using dtr::testing::reduce_expected;
 using dtr::testing::values_of;
 using dtr::testing::world;
 
 namespace {
 
 const std::vector<DType> kTestDTypes = {DType::f32, DType::f64, DType::bf16, DType::i64};
-
-// Rank r's value at index i: small integers, exact in every dtype tested.
-double contribution(int r, int64_t i) { return (r + 1) * (i % 7 + 1); }
-
-std::vector<double> contributions(int r, int64_t n) {
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = contribution(r, i);
-  return v;
-}
-
-double reduce_expected(ReduceOp op, int64_t i, int size, DType dtype) {
-  double sum = 0, max = -1e30, min = 1e30;
-  for (int r = 0; r < size; ++r) {
-    double v = contribution(r, i);
-    sum += v;
-    max = std::max(max, v);
-    min = std::min(min, v);
-  }
-  switch (op.kind) {
-    case ReduceOp::Kind::sum: return sum;
-    case ReduceOp::Kind::avg: return is_floating(dtype) ? sum / size : std::trunc(sum / size);
-    case ReduceOp::Kind::max: return max;
-    case ReduceOp::Kind::min: return min;
-    case ReduceOp::Kind::premul_sum: return sum * op.factor;
-  }
-  return 0;
-}
 
 std::vector<ReduceOp> ops_for(DType dtype) {
   std::vector<ReduceOp> ops = {ReduceOp::sum(), ReduceOp::avg(), ReduceOp::max(), ReduceOp::min()};
