@@ -60,7 +60,6 @@ const ParamState& Optimizer::state(size_t index) const {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
-  const std::vector<std::string> names = state_names();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor& g = p.grad();
@@ -69,13 +68,24 @@ void Optimizer::step() {
               "{}: parameter {} is {} {} on {} but its grad is {} {} on {}", kind_, i,
               shape_str(p.sizes()), p.dtype(), p.device().str(), shape_str(g.sizes()), g.dtype(),
               g.device().str());
+  }
+  const std::vector<std::string> names = state_names();
+  std::vector<PendingUpdate> updates;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.grad().defined()) continue;
     ParamState& st = state_[i];
     if (st.tensors.empty()) {
       for (const std::string& name : names) st.tensors[name] = new_state_like(p);
     }
     ++st.step;
-    update(p, g, st);
+    updates.push_back({.param = p, .grad = p.grad(), .state = &st});
   }
+  update_all(updates);
+}
+
+void Optimizer::update_all(const std::vector<PendingUpdate>& updates) {
+  for (const PendingUpdate& u : updates) update(u.param, u.grad, *u.state);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

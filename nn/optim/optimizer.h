@@ -8,7 +8,8 @@
 // touches only `param` and `param.grad()` elementwise, so it works unchanged when
 // a parameter holds only a local shard (FSDP). State tensors are created lazily on
 // a parameter's first update, with the parameter's shape, dtype and device,
-// counted under MemoryTag::optimizer_state.
+// counted under MemoryTag::optimizer_state. step() checks every gradient before
+// it changes anything, then hands all updates to update_all() at once.
 //
 // lr() / set_lr() are what LR schedules drive (nn/optim/lr_schedule.h). The other
 // hyperparameters are fixed at construction.
@@ -74,6 +75,18 @@ class Optimizer {
   // Updates one parameter in place; `state.step` has already been incremented
   // (it is 1 on the first update). Runs under NoGradGuard.
   virtual void update(const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+
+  // One parameter's update as step() hands it over: its state exists and its step
+  // has been incremented.
+  struct PendingUpdate {
+    Tensor param;
+    Tensor grad;
+    ParamState* state;
+  };
+  // Applies every pending update of one step() (after all grads were checked).
+  // The default calls update() on each in order; multi-tensor optimizers
+  // (FusedAdamW) override it to update them all in one pass.
+  virtual void update_all(const std::vector<PendingUpdate>& updates);
 
  private:
   std::vector<Tensor> params_;

@@ -1,0 +1,54 @@
+// Fused AdamW on the CPU: one pass over each parameter's contiguous arrays
+// (param, grad, exp_avg, exp_avg_sq) does the decoupled weight decay, both moment
+// updates and the bias-corrected step, instead of the ~10 full-array passes the
+// op-by-op AdamW (nn/optim/adamw.h) makes. Used by nn/optim/fused_adamw.h.
+//
+// The math is the reference's, operation for operation, in T (f32 or f64): every
+// hyperparameter is first rounded to T the way the op-by-op path rounds its
+// scalars, and every product is rounded before the add that uses it (no FMA), so
+// the result is bit-identical to AdamW's. Per element, at update `step` = t:
+//   p = p * T(1 - lr * weight_decay)
+//   m = m * T(beta1) + T(1 - beta1) * g
+//   v = v * T(beta2) + T(1 - beta2) * (g * g)
+//   p = p + T(-lr / (1 - beta1^t)) * (m / (sqrt(v) / T(sqrt(1 - beta2^t)) + T(eps)))
+// The grad may also be bf16 or f16 (f32 parameters only): it is widened to f32
+// exactly on load. Results do not depend on the thread count (each element's
+// math is independent of the split).
+#pragma once
+
+#include "kernels/scalar_types.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dtr::kernels::cpu {
+
+// The hyperparameters shared by every tensor of one call (as given by the user, in double).
+struct AdamWHyper {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// One parameter's arrays, each `numel` contiguous elements (none overlapping),
+// and its update count t >= 1 (already incremented for this update).
+template <class T, class G>
+struct AdamWTensor {
+  T* param = nullptr;
+  const G* grad = nullptr;
+  T* exp_avg = nullptr;
+  T* exp_avg_sq = nullptr;
+  int64_t numel = 0;
+  int64_t step = 1;
+};
+
+// Updates `count` tensors in one parallel region: the work is split across
+// threads by element count over all tensors together (a thread's range may span
+// several small tensors or part of a large one), never one task per tensor.
+// Instantiated for (T, G) = (float, float), (float, bf16), (float, f16), (double, double).
+template <class T, class G>
+void adamw(const AdamWTensor<T, G>* tensors, size_t count, const AdamWHyper& hyper);
+
+}  // namespace dtr::kernels::cpu
