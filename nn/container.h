@@ -1,6 +1,7 @@
 // Containers: Sequential (calls its children in order, each through operator()
 // so their hooks run) and ModuleList (holds modules for a parent's own forward).
-// Children are named "0", "1", ... as in PyTorch.
+// Children are named "0", "1", ... as in PyTorch. Both allow replace_child (by
+// that name) and set(i, module), e.g. to wrap a block for activation checkpointing.
 #pragma once
 
 #include "nn/module.h"
@@ -18,6 +19,11 @@ class Sequential : public Module {
   void push_back(ModulePtr module);
   size_t size() const { return modules_.size(); }
   Module& operator[](size_t i) const;
+  // Replaces module i (the child named std::to_string(i)).
+  void set(size_t i, ModulePtr module);
+
+ protected:
+  void on_replace_child(const std::string& name, const ModulePtr& old_module, const ModulePtr& new_module) override;
 
  private:
   std::vector<ModulePtr> modules_;
@@ -32,6 +38,11 @@ class ModuleList : public Module {
   Module& operator[](size_t i) const;
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
+  // Replaces module i (the child named std::to_string(i)).
+  void set(size_t i, ModulePtr module);
+
+ protected:
+  void on_replace_child(const std::string& name, const ModulePtr& old_module, const ModulePtr& new_module) override;
 
  private:
   std::vector<ModulePtr> modules_;

@@ -123,12 +123,31 @@ void Module::register_buffer(const std::string& name, Tensor value) {
 }
 
 void Module::add_child(const std::string& name, ModulePtr module) {
-  check_local_name(*this, "child module", name);
+  if (!name.empty()) check_local_name(*this, "child module", name);  // "": the wrapped child
   DTR_CHECK(module != nullptr, "{}: child module '{}' is null", type_name(), name);
   for (const auto& [n, c] : children_) {
     DTR_CHECK(n != name, "{}: child module '{}' is registered twice", type_name(), name);
   }
   children_.emplace_back(name, std::move(module));
+}
+
+void Module::replace_child(const std::string& name, ModulePtr module) {
+  DTR_CHECK(module != nullptr, "{}.replace_child: the new module for '{}' is null", type_name(), name);
+  for (auto& [n, child] : children_) {
+    if (n != name) continue;
+    on_replace_child(name, child, module);
+    child = std::move(module);
+    return;
+  }
+  std::vector<std::string> names;
+  for (const auto& [n, c] : children_) names.push_back(n.empty() ? "\"\"" : n);
+  DTR_FAIL("{}.replace_child: no child named '{}' (it has: {})", type_name(), name, fmt::join(names, ", "));
+}
+
+void Module::on_replace_child(const std::string& name, const ModulePtr& old_module, const ModulePtr&) {
+  DTR_FAIL("{}: cannot replace its child '{}' ({}): it may call the child through a member of its own; only "
+           "modules that override on_replace_child (Sequential, ModuleList) allow replacing children",
+           type_name(), name, old_module->type_name());
 }
 
 void Module::to(Device device) {

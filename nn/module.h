@@ -10,6 +10,14 @@
 //   - forward pre-hooks and post-hooks that see and may replace the input and
 //     the output. Call a module with operator(), which runs the hooks; calling
 //     forward() directly bypasses them.
+// Wrappers: a module may register one child with an empty name
+// (register_wrapped_module); that child's parameters, buffers and descendants
+// keep the names they would have without the wrapper ("layers.0.attn.wq.weight",
+// not "layers.0.module.attn.wq.weight"), and named_modules() lists it under the
+// wrapper's own path, right after the wrapper. checkpoint_wrapper (nn/checkpoint.h)
+// uses this, so a checkpointed model has the state dict of the plain one.
+// A parent's child can be swapped for another module with replace_child (what
+// apply_activation_checkpointing does); the parent must support it (containers do).
 // Initialisation: parameters are made (or re-made on another device with
 // to_empty) and then filled by reset_parameters(), which visits modules in
 // named_modules() order, each filling its own parameters through the RNG.
@@ -48,6 +56,11 @@ class Module {
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, ModulePtr>> named_children() const;
+  // Replaces child `name` (a name named_children() gives) by `module`, in the same
+  // place among the children. Only modules that allow it (override
+  // on_replace_child: Sequential, ModuleList) accept; others refuse with an error,
+  // because they may call the old child through a member of their own.
+  void replace_child(const std::string& name, ModulePtr module);
   // This module ("") and every descendant, parents before children, in registration order.
   std::vector<std::pair<std::string, Module*>> named_modules();
   int64_t num_parameters() const;
@@ -95,6 +108,17 @@ class Module {
     add_child(name, module);
     return module;
   }
+  // Registers `module` as this module's wrapped child: a child with the empty name,
+  // whose names are not prefixed (see the header comment). At most one per module.
+  template <class M>
+  std::shared_ptr<M> register_wrapped_module(std::shared_ptr<M> module) {
+    add_child("", module);
+    return module;
+  }
+  // replace_child calls this first: a module that holds its children (also) in its
+  // own members updates them here. The default refuses the replacement.
+  virtual void on_replace_child(const std::string& name, const ModulePtr& old_module,
+                                const ModulePtr& new_module);
   // Fills this module's own parameters (default: nothing to fill).
   virtual void reset_own_parameters() {}
 

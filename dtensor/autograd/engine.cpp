@@ -128,7 +128,6 @@ void run_graph(const std::vector<Edge>& root_edges, const std::vector<Tensor>& r
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   DTR_CHECK(grads.empty() || grads.size() == roots.size(),
             "backward: {} gradients given for {} tensors", grads.size(), roots.size());
-  DTR_CHECK(!t_state.running, "backward: called while another backward is running on this thread");
   std::vector<Edge> edges;
   std::vector<Tensor> root_grads;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -149,6 +148,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               shape_str(g.sizes()), shape_str(root.sizes()));
     edges.push_back(std::move(edge));
     root_grads.push_back(std::move(g));
+  }
+  // A backward called from inside a running one (a node's apply: activation
+  // checkpointing's recomputation) runs its own graph to the end; the callbacks
+  // it queues join the outer backward's, which runs them once it is done.
+  if (t_state.running) {
+    run_graph(edges, root_grads, retain_graph);
+    return;
   }
   t_state.running = true;
   t_state.callbacks.clear();

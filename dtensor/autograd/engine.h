@@ -10,6 +10,13 @@
 //
 // Callbacks queued during a backward (queue_callback) run once, in order, after
 // the whole graph has run: FSDP waits for its last reduce-scatters there.
+//
+// Re-entrant backward: a node's apply() may itself call backward() (activation
+// checkpointing recomputes a module's forward there and back-propagates through
+// the recomputed graph). The inner backward runs its own graph to completion
+// before returning; callbacks queued during it are appended to the outer
+// backward's and run once, at the end of the outermost backward. in_backward()
+// is true throughout.
 #pragma once
 
 #include "dtensor/tensor.h"
