@@ -45,6 +45,7 @@
 #include "dtensor/ops/nn.h"
 #include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
+#include "nn/checkpoint.h"
 #include "kernels/cpu/parallel.h"
 #include "mesh/distributed.h"
 #include "nn/optim/adamw.h"
@@ -79,6 +80,15 @@ struct Options {
   int threads = 0;
   bool compare_unsharded = false;  // default: on at 1 rank only
   bool no_compare_unsharded = false;
+  bool variants = false;  // also run the bf16 / activation checkpointing / ZeRO-2 variants
+};
+
+// A configuration of fully_shard to compare against the default (FULL_SHARD, f32).
+struct Variant {
+  const char* name;
+  dtr::fsdp::MixedPrecisionPolicy mp;
+  bool reshard_after_forward = true;
+  bool activation_checkpointing = false;
 };
 
 int g_rank = 0;
@@ -248,6 +258,56 @@ void print_memory(const char* title, const Result& r, int64_t psi, int n_for_sta
   }
 }
 
+void apply_variant_before_sharding(dtr::nn::Transformer& model, const Variant& v) {
+  if (!v.activation_checkpointing) return;
+  dtr::nn::apply_activation_checkpointing(
+      model, [](const dtr::nn::Module& m) { return dynamic_cast<const dtr::nn::TransformerBlock*>(&m) != nullptr; });
+}
+
+// Builds a fresh model for `v`, shards it, and times it like the main run.
+Result run_variant(const Options& opt, const Variant& v) {
+  using namespace dtr;
+  const MemoryStats baseline = memory_stats(Device::cpu());
+  manual_seed(0);
+  nn::Transformer model(make_config(opt));
+  apply_variant_before_sharding(model, v);
+  for (auto& layer : model.layers()) {
+    fsdp::fully_shard(*layer, {.reshard_after_forward = v.reshard_after_forward, .mp_policy = v.mp});
+  }
+  auto root = fsdp::fully_shard(model, {.mp_policy = v.mp});
+  Trainer trainer(model, opt);
+  const mesh::ProcessGroupPtr group = root.mesh().group(0);
+  for (int i = 0; i < opt.warmup; ++i) trainer.step();
+  MPI_Barrier(MPI_COMM_WORLD);
+  group->reset_stats();
+  reset_peak_memory_stats(Device::cpu());
+  Result r = time_steps({&trainer}, opt.steps)[0];
+  r.comm = group->stats();
+  r.memory = memory_since(baseline);
+  r.state_bytes = state_bytes(r.memory);
+  return r;
+}
+
+void print_variants(const Options& opt, const std::vector<std::pair<Variant, Result>>& runs) {
+  if (g_rank != 0) return;
+  fmt::print("\nVariants (fresh model each; rank 0's bytes and peaks, MiB; AG/RS = all-gather/reduce-scatter input "
+             "per step)\n");
+  fmt::print("{:>22} | {:>9} | {:>8} | {:>8} | {:>10} | {:>10} | {:>11} | {:>10}\n", "", "ms/step", "AG MiB",
+             "RS MiB", "param pk", "activ. pk", "comm pk", "total pk");
+  fmt::print("{:->22}-+-{:->9}-+-{:->8}-+-{:->8}-+-{:->10}-+-{:->10}-+-{:->11}-+-{:->10}\n", "", "", "", "", "", "",
+             "", "");
+  for (const auto& [v, r] : runs) {
+    const double steps = opt.steps;
+    fmt::print("{:>22} | {:>9.1f} | {:>8.2f} | {:>8.2f} | {:>10.2f} | {:>10.2f} | {:>11.2f} | {:>10.2f}\n", v.name,
+               1e3 * r.step_s, mib(static_cast<double>(r.comm.bytes_of(dtr::mesh::CollectiveKind::all_gather)) / steps),
+               mib(static_cast<double>(r.comm.bytes_of(dtr::mesh::CollectiveKind::reduce_scatter)) / steps),
+               mib(static_cast<double>(r.memory[MemoryTag::param].peak_bytes)),
+               mib(static_cast<double>(r.memory[MemoryTag::activation].peak_bytes)),
+               mib(static_cast<double>(r.memory[MemoryTag::comm_buffer].peak_bytes)),
+               mib(static_cast<double>(r.memory.total.peak_bytes)));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -272,6 +332,8 @@ int main(int argc, char** argv) {
   app.add_flag("--compare-unsharded", opt.compare_unsharded,
                "also time the step on a plain unsharded model (default: on at 1 rank only)");
   app.add_flag("--no-compare-unsharded", opt.no_compare_unsharded, "do not (also at 1 rank)");
+  app.add_flag("--variants", opt.variants,
+               "also run bf16 mixed precision, activation checkpointing and ZeRO-2 (SHARD_GRAD_OP) variants");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -413,6 +475,17 @@ int main(int argc, char** argv) {
   }
   print_memory("FSDP memory per rank", sharded, psi, g_size, "16*Psi/N");
   if (plain) print_memory("Unsharded memory per rank", *plain, psi, 1, "16*Psi");
+  if (opt.variants) {
+    plain_trainer.reset();
+    plain_model.reset();
+    const fsdp::MixedPrecisionPolicy bf16{.param_dtype = DType::bf16, .reduce_dtype = DType::f32};
+    std::vector<std::pair<Variant, Result>> runs;
+    for (const Variant& v : {Variant{"FULL_SHARD f32", {}}, Variant{"bf16 (reduce f32)", bf16},
+                             Variant{"activation ckpt", {}, true, true}, Variant{"ZeRO-2 (SHARD_GRAD_OP)", {}, false}}) {
+      runs.emplace_back(v, run_variant(opt, v));
+    }
+    print_variants(opt, runs);
+  }
   distributed::finalize();
   return 0;
 }

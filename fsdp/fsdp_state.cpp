@@ -65,9 +65,13 @@ Tensor FSDPState::pre_forward(const Tensor& input_in) {
   }
   if (autograd::in_backward()) {
     // A forward recomputed during backward (activation checkpointing): the
-    // parameters are (or are made) unsharded; nothing is recorded or prefetched,
-    // and the surrounding backward reshards and reduces as usual.
+    // parameters are (or are made) unsharded; nothing is recorded or prefetched.
+    // The recomputed graph's backward then ends with this module's post-backward.
     group_->wait_for_unshard();
+    if (autograd::is_grad_enabled() && input.defined() && input.requires_grad()) {
+      auto self = shared_from_this();
+      return autograd::call_after_backward(input, [self] { self->post_backward(); });
+    }
     return input.is_same(input_in) ? Tensor() : input;
   }
   if (is_root_) {  // a new forward starts
