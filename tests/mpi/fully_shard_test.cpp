@@ -65,6 +65,7 @@ struct RunOptions {
   DType dtype = DType::f32;
   std::optional<double> clip;  // clip_grad_norm_ before each step
   bool reshard_after_backward = true;  // false: only between micro-batches
+  bool sync_every_micro_batch = false;  // reduce every micro-batch, set_is_last_backward(false) but on the last
 };
 
 // Single-process training on the whole global batch.
@@ -105,7 +106,8 @@ std::vector<double> train_fsdp(nn::Transformer& model, const RunOptions& run) {
     const int64_t micro = local / run.micro_batches;
     for (int k = 0; k < run.micro_batches; ++k) {
       const bool last = k == run.micro_batches - 1;
-      root.set_requires_gradient_sync(last);
+      root.set_requires_gradient_sync(last || run.sync_every_micro_batch);
+      if (run.sync_every_micro_batch) root.set_is_last_backward(last);
       // Keeping the unsharded parameters between micro-batches saves the
       // all-gathers; the last backward reshards before the optimizer step.
       root.set_reshard_after_backward(run.reshard_after_backward || (last && run.micro_batches > 1));
@@ -192,6 +194,10 @@ TEST_CASE("FSDP parity holds with set_reshard_after_backward false between micro
 
 TEST_CASE("FSDP parity holds with set_reshard_after_backward false on every step: stale copies are re-gathered") {
   require_same_training({.steps = 3, .micro_batches = 1, .reshard_after_backward = false});
+}
+
+TEST_CASE("FSDP parity holds when every micro-batch reduces and only the last backward waits") {
+  require_same_training({.steps = 3, .micro_batches = 2, .sync_every_micro_batch = true});
 }
 
 TEST_CASE("FSDP parity holds with explicit forward and backward prefetch") {
