@@ -62,6 +62,25 @@ Metadata assemble(const CheckpointState& state, const std::vector<std::string>& 
   return m;
 }
 
+// Rank 0, after its own reads: every data file the metadata lists is there with
+// its recorded size (also those no rank needed to read, such as empty replica files).
+void check_all_files(const Metadata& m, const fs::path& dir) {
+  for (const auto& [file, bytes] : m.files) {
+    std::vector<std::string> holds;
+    for (const auto& [name, t] : m.tensors) {
+      for (const auto& c : t.chunks) {
+        if (c.file == file && holds.size() < 3) holds.push_back("'" + name + "'");
+      }
+    }
+    const std::string tensors = holds.empty() ? "no tensor data" : fmt::format("tensors {}", fmt::join(holds, ", "));
+    const fs::path path = dir / file;
+    DTR_CHECK(fs::exists(path), "data file {} (holding {}) is missing", path.string(), tensors);
+    const auto found = static_cast<int64_t>(fs::file_size(path));
+    DTR_CHECK(found == bytes, "data file {} (holding {}) has {} bytes, the metadata says {}{}", path.string(),
+              tensors, found, bytes, found < bytes ? " (truncated)" : "");
+  }
+}
+
 }  // namespace
 
 fs::path staging_directory(const fs::path& dir) {
@@ -125,6 +144,7 @@ LoadResult load(const fs::path& dir, CheckpointState& state) {
   agree_or_throw(what, capture([&] {
                    metadata = read_metadata(dir);
                    staged = read_needed(state, metadata, dir, stats);
+                   if (distributed::rank() == 0) check_all_files(metadata, dir);
                  }));
   // Every rank has everything it needs: only now touch the live tensors.
   autograd::NoGradGuard no_grad;

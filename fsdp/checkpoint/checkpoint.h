@@ -24,7 +24,8 @@
 // load(): every rank reads metadata.json, validates every entry (present, same
 // dtype and global shape) and reads only the blocks holding the box it needs
 // (resharding from any world size and mesh, HSDP included, or into a plain
-// Tensor for an unsharded model), verifying each block's checksum. The data
+// Tensor for an unsharded model), verifying each block's checksum; rank 0 also
+// checks that every data file the metadata lists exists with its size. The data
 // lands in staging tensors first; only when every rank has succeeded are the
 // live tensors (parameters, optimizer state) overwritten, and state.extra is
 // replaced by the checkpoint's. Keys in the checkpoint that the state lacks are

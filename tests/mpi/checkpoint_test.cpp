@@ -213,6 +213,13 @@ TEST_CASE("checkpoint on a 2x2 HSDP mesh writes each shard once and reshards to 
   auto flat_opt = load_training_state(dir, *flat);
   require_same_training_state(*flat, *flat_opt, *model, *opt);
 
+  // An empty replica file is still part of the checkpoint: its loss is an error.
+  if (distributed::rank() == 0) fs::remove(dir / "rank_3.bin");
+  world()->barrier()->wait();
+  auto other = make_sharded(9);
+  REQUIRE_THROWS_WITH(load_training_state(dir, *other),
+                      Catch::Contains("rank_3.bin") && Catch::Contains("no tensor data") && Catch::Contains("is missing"));
+
   // And a 1-D checkpoint into HSDP.
   const fs::path dir2 = test_dir("flat_to_hsdp");
   ckpt::save(dir2, training_state(*flat, *flat_opt));
