@@ -4,6 +4,11 @@ find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(spdlog REQUIRED)
 find_package(Threads REQUIRED)
 find_path(RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED)
+# Checkpoints: JSON metadata (nlohmann-json3-dev ships a CMake package) and XXH3
+# checksums (libxxhash-dev ships a header and a library, no CMake package).
+find_package(nlohmann_json 3 REQUIRED)
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+find_library(XXHASH_LIBRARY xxhash REQUIRED)
 # The C API through the CXX component (no deprecated C++ bindings), so neither dtr nor
 # a consumer project needs the C language enabled.
 set(MPI_CXX_SKIP_MPICXX ON)
@@ -30,7 +35,13 @@ target_include_directories(dtr_config_base INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
   $<INSTALL_INTERFACE:include/dtr>)
 target_include_directories(dtr_config_base SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
-target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads MPI::MPI_CXX)
+target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads MPI::MPI_CXX
+                                                nlohmann_json::nlohmann_json)
+# xxhash is used only inside dtr's sources (fsdp/checkpoint/checksum.cpp): its
+# header stays private, and a consumer links the library by name (found again by
+# dtrConfig.cmake).
+target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${XXHASH_INCLUDE_DIR}>)
+target_link_libraries(dtr_config_base INTERFACE $<BUILD_INTERFACE:${XXHASH_LIBRARY}> $<INSTALL_INTERFACE:xxhash>)
 target_compile_definitions(dtr_config_base INTERFACE $<$<BOOL:${DTR_WITH_CUDA}>:DTR_WITH_CUDA=1>
                                                      $<$<BOOL:${DTR_WITH_NCCL}>:DTR_WITH_NCCL=1>)
 if(DTR_WITH_CUDA)
