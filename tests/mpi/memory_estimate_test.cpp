@@ -1,7 +1,8 @@
 // fsdp::estimate_memory against the allocator's tagged statistics at world sizes
-// 1-4, for a tiny and a small Transformer under FULL_SHARD, SHARD_GRAD_OP,
+// 1-4, for a tiny and a small llama Transformer under FULL_SHARD, SHARD_GRAD_OP,
 // NO_SHARD, HYBRID_SHARD and bf16 mixed precision, with and without activation
-// checkpointing: parameters, gradients, optimizer state (current after a step),
+// checkpointing (and a small GPT-2-style one under FULL_SHARD, f32 and bf16):
+// parameters, gradients, optimizer state (current after a step),
 // the peak of unsharded parameters (param-tag peak above the shards) and the
 // activation peak (forward + backward under MemoryTagGuard(activation)).
 #include "dtensor/allocator.h"
@@ -115,6 +116,16 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
       cases.push_back({name, config,
                        {.strategy = fsdp::ShardingStrategy::full_shard, .rank = r, .param_dtype = DType::bf16,
                         .batch_size = 2, .seq_len = T, .activation_checkpointing = ckpt}});
+    }
+  }
+  // GPT-2 style (LayerNorm, learned positions, GELU MLP), f32 and bf16.
+  nn::TransformerConfig gpt2 = small_config();
+  gpt2.style = nn::TransformerStyle::gpt2;
+  for (bool ckpt : {false, true}) {
+    for (std::optional<DType> dtype : {std::optional<DType>(), std::optional<DType>(DType::bf16)}) {
+      cases.push_back({"small-gpt2", gpt2,
+                       {.strategy = fsdp::ShardingStrategy::full_shard, .rank = r, .param_dtype = dtype,
+                        .batch_size = 2, .seq_len = gpt2.max_seq_len, .activation_checkpointing = ckpt}});
     }
   }
   for (const Case& c : cases) {
