@@ -228,4 +228,25 @@ std::vector<std::pair<std::string, DTensor>> FSDPModule::sharded_parameters() co
 
 int64_t FSDPModule::shard_numel_padded() const { return state_of(state_).group().flat_numel(); }
 
+const FullyShardOptions& FSDPModule::options() const { return state_of(state_).options(); }
+
+namespace {
+
+std::optional<std::vector<nn::Module*>> modules_of(const std::optional<std::vector<FSDPState*>>& states) {
+  if (!states) return std::nullopt;
+  std::vector<nn::Module*> out;
+  for (FSDPState* s : *states) out.push_back(&s->module());
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<nn::Module*>> FSDPModule::modules_to_forward_prefetch() const {
+  return modules_of(state_of(state_).forward_prefetch);
+}
+
+std::optional<std::vector<nn::Module*>> FSDPModule::modules_to_backward_prefetch() const {
+  return modules_of(state_of(state_).backward_prefetch);
+}
+
 }  // namespace dtr::fsdp

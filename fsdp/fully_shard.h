@@ -111,6 +111,13 @@ class FSDPModule {
   std::vector<std::pair<std::string, DTensor>> sharded_parameters() const;
   // Bytes of the flat all-gather buffer of this group on this rank (padding included).
   int64_t shard_numel_padded() const;
+  // Read-only views (for summaries, fsdp/summary.h): the options fully_shard was
+  // called with (its mesh filled in; reshard_after_forward as given, unset meaning
+  // the default), and the explicit prefetch lists (nullopt: none set, so the
+  // implicit next / previous group in forward order is prefetched).
+  const FullyShardOptions& options() const;
+  std::optional<std::vector<nn::Module*>> modules_to_forward_prefetch() const;
+  std::optional<std::vector<nn::Module*>> modules_to_backward_prefetch() const;
 
  private:
   std::shared_ptr<FSDPState> state_;
