@@ -7,7 +7,7 @@ train=$1 work=$2 mpiexec=$3
 shift 3
 failures=0
 mkdir -p "$work"
-printf 'not an llm.c shard, just text' > "$work/bad_magic.bin"
+head -c 2048 /dev/zero | tr '\0' x > "$work/bad_magic.bin"  # long enough to have a header
 
 # expect NP FLAG_IN_MESSAGE ARGS...
 expect() {
@@ -42,7 +42,7 @@ for np in 1 2; do
   expect $np --schedule --schedule linearish
   expect $np --mixed-precision --mixed-precision fp8
   expect $np --activation-checkpointing --activation-checkpointing maybe
-  expect $np --data --data "$work/bad_magic.bin"
+  expect $np "magic number" --data "$work/bad_magic.bin"
   expect $np --no-such-flag --no-such-flag 3
 done
 expect 2 --global-batch --global-batch 3
