@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bad dtr-train flags end the job with exit code 2 and one line naming the flag,
+# alone and under mpirun -np 2 (where every rank exits the same way).
+#   bad_flags_test.sh DTR_TRAIN WORK_DIR MPIEXEC [MPIRUN_FLAGS...]
+set -uo pipefail
+train=$1 work=$2 mpiexec=$3
+shift 3
+failures=0
+mkdir -p "$work"
+head -c 2048 /dev/zero | tr '\0' x > "$work/bad_magic.bin"  # long enough to have a header
+
+# expect NP FLAG_IN_MESSAGE ARGS...
+expect() {
+  local np=$1 flag=$2
+  shift 2
+  local out rc
+  if [[ $np == 1 ]]; then
+    out=$("$train" "$@" 2>&1)
+    rc=$?
+  else
+    out=$("$mpiexec" "${mpirun_flags[@]}" -np "$np" "$train" "$@" 2>&1)
+    rc=$?
+  fi
+  local lines
+  lines=$(grep -c 'dtr-train' <<<"$out")
+  if [[ $rc -ne 2 ]] || ! grep -q -- "$flag" <<<"$out" || [[ $lines -ne 1 ]]; then
+    echo "FAIL (np $np): dtr-train $* -> exit $rc, expected 2 and one line naming $flag; output:"
+    echo "$out"
+    failures=$((failures + 1))
+  else
+    echo "ok (np $np, exit $rc): $(grep 'dtr-train' <<<"$out")"
+  fi
+}
+mpirun_flags=("$@")
+
+for np in 1 2; do
+  expect $np --steps --steps -5
+  expect $np --steps --steps=-1
+  expect $np --global-batch --global-batch 10 --micro-batch 4
+  expect $np --model --model no-such-model
+  expect $np --data --data "$work/no/such/file.txt"
+  expect $np --schedule --schedule linearish
+  expect $np --mixed-precision --mixed-precision fp8
+  expect $np --activation-checkpointing --activation-checkpointing maybe
+  expect $np "magic number" --data "$work/bad_magic.bin"
+  expect $np --no-such-flag --no-such-flag 3
+done
+expect 2 --global-batch --global-batch 3
+
+if "$train" --help | grep -q -- '--global-batch'; then echo "ok: --help lists the flags"; else
+  echo "FAIL: --help"; failures=$((failures + 1)); fi
+exit $((failures > 0))

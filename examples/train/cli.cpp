@@ -1,0 +1,144 @@
+#include "cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace dtr::train {
+
+namespace {
+
+struct BadFlag : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void bad(const std::string& message) { throw BadFlag(message); }
+
+bool parse_switch(const std::string& flag, const std::string& value) {
+  if (value == "on" || value == "true" || value == "1" || value == "yes") return true;
+  if (value == "off" || value == "false" || value == "0" || value == "no") return false;
+  bad(fmt::format("{} must be on/off or true/false, got '{}'", flag, value));
+}
+
+void validate(TrainConfig& c, int world_size) {
+  if (c.steps <= 0) bad(fmt::format("--steps must be a positive number of optimizer steps, got {}", c.steps));
+  if (c.global_batch <= 0) bad(fmt::format("--global-batch must be positive, got {}", c.global_batch));
+  if (c.micro_batch < 0) bad(fmt::format("--micro-batch must be positive (or 0: global / ranks), got {}", c.micro_batch));
+  if (c.micro_batch == 0) {
+    if (c.global_batch % world_size != 0) {
+      bad(fmt::format("--global-batch {} is not divisible by the number of ranks ({})", c.global_batch, world_size));
+    }
+    c.micro_batch = c.global_batch / world_size;
+  }
+  if (c.global_batch % (static_cast<int64_t>(world_size) * c.micro_batch) != 0) {
+    bad(fmt::format("--global-batch {} is not divisible by ranks ({}) x --micro-batch ({})", c.global_batch,
+                    world_size, c.micro_batch));
+  }
+  c.grad_accum = c.global_batch / (world_size * c.micro_batch);
+  c.world_size = world_size;
+  if (!is_model_name(c.model) && !std::filesystem::is_regular_file(c.model)) {
+    bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m or a JSON config file)", c.model));
+  }
+  if (!c.data.empty() && !std::filesystem::is_regular_file(c.data)) {
+    bad(fmt::format("--data: no such file: {}", c.data));
+  }
+  if (c.data_format != "auto" && c.data_format != "bytes" && c.data_format != "llmc") {
+    bad(fmt::format("--data-format must be auto, bytes or llmc, got '{}'", c.data_format));
+  }
+  if (!(c.val_fraction > 0 && c.val_fraction <= 0.5)) {
+    bad(fmt::format("--val-fraction must be in (0, 0.5], got {}", c.val_fraction));
+  }
+  if (c.seq_len < 0) bad(fmt::format("--seq-len must be positive, got {}", c.seq_len));
+  if (!(c.lr > 0)) bad(fmt::format("--lr must be positive, got {}", c.lr));
+  if (c.min_lr < 0) c.min_lr = c.lr / 10;
+  if (c.min_lr > c.lr) bad(fmt::format("--min-lr {} is above --lr {}", c.min_lr, c.lr));
+  if (c.schedule != "cosine" && c.schedule != "constant") {
+    bad(fmt::format("--schedule must be cosine or constant, got '{}'", c.schedule));
+  }
+  if (c.warmup < 0) c.warmup = c.steps / 20;
+  if (c.warmup >= c.steps) bad(fmt::format("--warmup {} must be below --steps {}", c.warmup, c.steps));
+  if (!(c.weight_decay >= 0)) bad(fmt::format("--weight-decay must be >= 0, got {}", c.weight_decay));
+  if (!(c.grad_clip >= 0)) bad(fmt::format("--grad-clip must be >= 0 (0: no clipping), got {}", c.grad_clip));
+  if (c.mixed_precision != "none" && c.mixed_precision != "bf16") {
+    bad(fmt::format("--mixed-precision must be none or bf16, got '{}'", c.mixed_precision));
+  }
+  if (c.eval_every < 0) bad(fmt::format("--eval-every must be >= 0 (0: only at the end), got {}", c.eval_every));
+  if (c.eval_batches <= 0) bad(fmt::format("--eval-batches must be positive, got {}", c.eval_batches));
+  if (c.log_every <= 0) bad(fmt::format("--log-every must be positive, got {}", c.log_every));
+  if (c.progress_bar != "auto" && c.progress_bar != "on" && c.progress_bar != "off") {
+    bad(fmt::format("--progress-bar must be auto, on or off, got '{}'", c.progress_bar));
+  }
+  if (c.out_dir.empty()) bad("--out must name a directory");
+  if (c.sample_tokens < 0) bad(fmt::format("--sample-tokens must be >= 0, got {}", c.sample_tokens));
+  if (c.top_k < 0) bad(fmt::format("--top-k must be >= 0 (0: greedy), got {}", c.top_k));
+  if (!(c.temperature > 0)) bad(fmt::format("--temperature must be positive, got {}", c.temperature));
+}
+
+}  // namespace
+
+CliResult parse_cli(int argc, const char* const* argv, int world_size) {
+  TrainConfig c;
+  std::string ac = "off", raf = "true";
+  CLI::App app{
+      "dtr-train: trains a decoder-only transformer with fully_shard (FSDP) on every rank of an mpirun job.\n"
+      "  mpirun -np 2 dtr-train                      # tiny model on the embedded corpus\n"
+      "  mpirun -np 4 dtr-train --model small --data input.txt --steps 2000\n"
+      "Writes metrics.jsonl, loss.svg and config.json to --out. (Checkpoints: not yet.)",
+      "dtr-train"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", c.model, "tiny | small | gpt2-124m | path to a JSON model config");
+  app.add_option("--data", c.data, "token file: any text file (bytes) or an llm.c .bin shard; default: embedded corpus");
+  app.add_option("--data-format", c.data_format, "auto (.bin = llm.c shard, else bytes) | bytes | llmc");
+  app.add_option("--val-fraction", c.val_fraction, "last fraction of the tokens held out for validation");
+  app.add_option("--steps", c.steps, "optimizer steps");
+  app.add_option("--global-batch", c.global_batch, "sequences per optimizer step over all ranks");
+  app.add_option("--micro-batch", c.micro_batch,
+                 "sequences per forward on one rank (0: global/ranks); accumulation = global/(ranks*micro)");
+  app.add_option("--seq-len", c.seq_len, "tokens per sequence (0: the model's default)");
+  app.add_option("--lr", c.lr, "peak learning rate");
+  app.add_option("--min-lr", c.min_lr, "final learning rate of the cosine schedule (<0: lr/10)");
+  app.add_option("--warmup", c.warmup, "linear warmup steps (<0: 5% of --steps)");
+  app.add_option("--schedule", c.schedule, "cosine | constant (after warmup)");
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay");
+  app.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm to this (0: off)");
+  app.add_option("--seed", c.seed, "seed for initialisation, data order and sampling");
+  app.add_option("--mixed-precision", c.mixed_precision, "none | bf16 (bf16 compute, f32 master weights and reduce)");
+  app.add_option("--activation-checkpointing", ac, "on | off: recompute each block's forward in backward");
+  app.add_option("--reshard-after-forward", raf, "true | false: free gathered block parameters after forward");
+  app.add_option("--eval-every", c.eval_every, "validation loss every N steps (0: only at the end)");
+  app.add_option("--eval-batches", c.eval_batches, "micro-batches per rank in each evaluation");
+  app.add_option("--log-every", c.log_every, "progress line every N steps");
+  app.add_option("--progress-bar", c.progress_bar,
+                 "auto | on | off: redraw a bar between progress lines (auto: stdout is a terminal; "
+                 "mpirun gives ranks a pseudo-terminal, so use off when logging to a file)");
+  app.add_option("--out", c.out_dir, "output directory (metrics.jsonl, loss.svg, config.json)");
+  app.add_option("--sample-tokens", c.sample_tokens, "tokens to generate at the end (0: none)");
+  app.add_option("--top-k", c.top_k, "sample from the k most likely tokens (0: greedy)");
+  app.add_option("--temperature", c.temperature, "softmax temperature for --top-k sampling");
+  app.add_option("--prompt", c.prompt, "text the sample starts from (byte-level data only)");
+  CliResult result;
+  try {
+    app.parse(argc, argv);
+    c.activation_checkpointing = parse_switch("--activation-checkpointing", ac);
+    c.reshard_after_forward = parse_switch("--reshard-after-forward", raf);
+    validate(c, world_size);
+  } catch (const CLI::CallForHelp&) {
+    result.exit_code = 0;
+    result.message = app.help();
+    return result;
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = 2;
+    result.message = fmt::format("dtr-train: {} (see --help)", e.what());
+    return result;
+  } catch (const BadFlag& e) {
+    result.exit_code = 2;
+    result.message = fmt::format("dtr-train: {}", e.what());
+    return result;
+  }
+  result.config = std::move(c);
+  return result;
+}
+
+}  // namespace dtr::train

@@ -1,0 +1,142 @@
+#include "config.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+namespace dtr::train {
+
+bool is_model_name(const std::string& model) {
+  return model == "tiny" || model == "small" || model == "gpt2-124m";
+}
+
+nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab) {
+  nn::TransformerConfig c;
+  c.style = nn::TransformerStyle::llama;
+  c.vocab_size = dataset_vocab;
+  if (model == "tiny") {
+    c.dim = 128;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.max_seq_len = 64;
+  } else if (model == "small") {
+    c.dim = 256;
+    c.n_layers = 4;
+    c.n_heads = 8;
+    c.max_seq_len = 256;
+  } else if (model == "gpt2-124m") {
+    const nn::TransformerConfig g = nn::TransformerConfig::gpt2_124m();
+    c.dim = g.dim;
+    c.n_layers = g.n_layers;
+    c.n_heads = g.n_heads;
+    c.max_seq_len = g.max_seq_len;
+    c.ffn_hidden = 4 * g.dim;
+    c.vocab_size = std::max(dataset_vocab, g.vocab_size);
+  } else {
+    std::ifstream in(model);
+    if (!in) {
+      throw std::invalid_argument(
+          fmt::format("unknown model '{}' (expected tiny, small, gpt2-124m or a JSON config file)", model));
+    }
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(fmt::format("model file {}: not valid JSON: {}", model, e.what()));
+    }
+    if (!j.is_object()) throw std::invalid_argument(fmt::format("model file {}: expected a JSON object", model));
+    static const std::set<std::string> known = {"style",       "dim",         "n_layers",   "n_heads",
+                                                "n_kv_heads",  "ffn_hidden",  "max_seq_len", "vocab_size",
+                                                "tie_weights", "dropout",     "norm_eps",   "rope_theta"};
+    try {
+      for (const auto& [key, value] : j.items()) {
+        if (!known.contains(key)) throw std::invalid_argument(fmt::format("model file {}: unknown key '{}'", model, key));
+      }
+      if (j.contains("style")) {
+        const auto s = j["style"].get<std::string>();
+        if (s != "llama" && s != "gpt2") {
+          throw std::invalid_argument(fmt::format("model file {}: style '{}' (expected llama or gpt2)", model, s));
+        }
+        c.style = s == "gpt2" ? nn::TransformerStyle::gpt2 : nn::TransformerStyle::llama;
+      }
+      c.dim = j.value("dim", int64_t{256});
+      c.n_layers = j.value("n_layers", int64_t{4});
+      c.n_heads = j.value("n_heads", int64_t{8});
+      c.n_kv_heads = j.value("n_kv_heads", int64_t{0});
+      c.ffn_hidden = j.value("ffn_hidden", int64_t{0});
+      c.max_seq_len = j.value("max_seq_len", int64_t{256});
+      c.vocab_size = j.value("vocab_size", dataset_vocab);
+      c.tie_weights = j.value("tie_weights", false);
+      c.dropout = j.value("dropout", 0.0);
+      c.norm_eps = j.value("norm_eps", 1e-5);
+      c.rope_theta = j.value("rope_theta", 10000.0);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(fmt::format("model file {}: {}", model, e.what()));
+    }
+    if (c.vocab_size < dataset_vocab) {
+      throw std::invalid_argument(fmt::format("model file {}: vocab_size {} is smaller than the data's vocabulary {}",
+                                              model, c.vocab_size, dataset_vocab));
+    }
+    if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.dim % c.n_heads != 0 || c.max_seq_len <= 0 ||
+        c.n_kv_heads < 0 || (c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads != 0)) {
+      throw std::invalid_argument(fmt::format(
+          "model file {}: need positive dim, n_layers, n_heads, max_seq_len, dim divisible by n_heads and "
+          "n_heads by n_kv_heads (dim {}, n_layers {}, n_heads {}, n_kv_heads {}, max_seq_len {})",
+          model, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.max_seq_len));
+    }
+  }
+  return c;
+}
+
+int64_t default_seq_len(const nn::TransformerConfig& model, const std::string& /*name*/) { return model.max_seq_len; }
+
+nlohmann::json to_json(const nn::TransformerConfig& m) {
+  return {{"style", m.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama"},
+          {"vocab_size", m.vocab_size},
+          {"dim", m.dim},
+          {"n_layers", m.n_layers},
+          {"n_heads", m.n_heads},
+          {"n_kv_heads", m.kv_heads()},
+          {"ffn_hidden", m.hidden()},
+          {"max_seq_len", m.max_seq_len},
+          {"tie_weights", m.tie_weights},
+          {"dropout", m.dropout},
+          {"norm_eps", m.norm_eps},
+          {"rope_theta", m.rope_theta}};
+}
+
+nlohmann::json to_json(const TrainConfig& c) {
+  return {{"model", c.model},
+          {"data", c.data.empty() ? std::string("(embedded corpus: data/corpus.txt)") : c.data},
+          {"data_format", c.data_format},
+          {"val_fraction", c.val_fraction},
+          {"steps", c.steps},
+          {"global_batch", c.global_batch},
+          {"micro_batch", c.micro_batch},
+          {"grad_accum", c.grad_accum},
+          {"world_size", c.world_size},
+          {"seq_len", c.seq_len},
+          {"lr", c.lr},
+          {"min_lr", c.min_lr},
+          {"warmup", c.warmup},
+          {"schedule", c.schedule},
+          {"weight_decay", c.weight_decay},
+          {"grad_clip", c.grad_clip},
+          {"seed", c.seed},
+          {"mixed_precision", c.mixed_precision},
+          {"activation_checkpointing", c.activation_checkpointing},
+          {"reshard_after_forward", c.reshard_after_forward},
+          {"eval_every", c.eval_every},
+          {"eval_batches", c.eval_batches},
+          {"log_every", c.log_every},
+          {"progress_bar", c.progress_bar},
+          {"out_dir", c.out_dir},
+          {"sample_tokens", c.sample_tokens},
+          {"top_k", c.top_k},
+          {"temperature", c.temperature},
+          {"prompt", c.prompt}};
+}
+
+}  // namespace dtr::train

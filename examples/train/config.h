@@ -1,0 +1,67 @@
+// TrainConfig: everything a dtr-train run is told (flags, resolved defaults), the
+// named model shapes, and the JSON forms of both.
+//
+// Models: "tiny" (byte-level, trains in about a minute on 2 CPU ranks), "small",
+// "gpt2-124m" (the GPT-2 124M shape, Llama style unless the file says gpt2), or a
+// path to a JSON file with TransformerConfig fields:
+//   {"style": "llama"|"gpt2", "dim": 256, "n_layers": 4, "n_heads": 8, "n_kv_heads": 0,
+//    "ffn_hidden": 0, "max_seq_len": 256, "vocab_size": 256, "tie_weights": false,
+//    "dropout": 0.0, "norm_eps": 1e-5, "rope_theta": 10000}
+// (every key optional; unknown keys are an error). The vocabulary is the
+// dataset's (256 for bytes, 50257 for llm.c shards) unless the file sets a larger one.
+#pragma once
+
+#include "nn/transformer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace dtr::train {
+
+struct TrainConfig {
+  std::string model = "tiny";
+  std::string data;                 // empty: the embedded corpus (data/corpus.txt)
+  std::string data_format = "auto";  // auto | bytes | llmc
+  double val_fraction = 0.1;        // the last fraction of the tokens is the validation split
+  int64_t steps = 300;
+  int64_t global_batch = 16;        // sequences per optimizer step, over all ranks
+  int64_t micro_batch = 0;          // sequences per forward on a rank; 0: global_batch / ranks
+  int64_t seq_len = 0;              // 0: the model's default
+  double lr = 3e-3;
+  double min_lr = -1;               // < 0: lr / 10
+  int64_t warmup = -1;              // < 0: 5% of the steps
+  std::string schedule = "cosine";  // cosine | constant
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;           // 0: no clipping (the norm is still reported)
+  uint64_t seed = 1234;
+  std::string mixed_precision = "none";  // none | bf16
+  bool activation_checkpointing = false;
+  bool reshard_after_forward = true;
+  int64_t eval_every = 50;          // 0: only at the end
+  int64_t eval_batches = 4;         // micro-batches per rank per evaluation
+  int64_t log_every = 10;
+  std::string progress_bar = "auto";  // auto (stdout is a terminal) | on | off
+  std::string out_dir = "runs/latest";
+  int64_t sample_tokens = 200;      // 0: no sample at the end
+  int64_t top_k = 0;                // 0: greedy
+  double temperature = 1.0;
+  std::string prompt = "This License";
+
+  // Filled in by the program:
+  int world_size = 1;
+  int64_t grad_accum = 1;
+};
+
+// The model shape for config.model (a name or a JSON file) and dataset vocabulary.
+// Throws std::invalid_argument for an unknown name or a bad file.
+nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab);
+// The default sequence length of a named model (or of a JSON file: its max_seq_len).
+int64_t default_seq_len(const nn::TransformerConfig& model, const std::string& name);
+bool is_model_name(const std::string& model);
+
+nlohmann::json to_json(const TrainConfig& config);
+nlohmann::json to_json(const nn::TransformerConfig& model);
+
+}  // namespace dtr::train

@@ -1,0 +1,30 @@
+// dtr-train: the main training program (see trainer.h for what a run does and
+// cli.h for the flags). Run under mpirun: `mpirun -np 2 dtr-train`.
+#include "cli.h"
+#include "trainer.h"
+
+#include "mesh/distributed.h"
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char** argv) {
+  dtr::distributed::init();
+  const int rank = dtr::distributed::rank();
+  dtr::train::CliResult cli = dtr::train::parse_cli(argc, argv, dtr::distributed::world_size());
+  int code = cli.exit_code;
+  if (!cli.config) {
+    // Every rank parsed the same argv and agrees; rank 0 speaks.
+    if (rank == 0) std::fprintf(code == 0 ? stdout : stderr, "%s\n", cli.message.c_str());
+  } else {
+    try {
+      code = dtr::train::run_training(*cli.config);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtr-train (rank %d): error: %s\n", rank, e.what());
+      std::fflush(stderr);
+      std::_Exit(1);  // the other ranks may be inside a collective: end this one now, mpirun ends the job
+    }
+  }
+  dtr::distributed::finalize();
+  return code;
+}

@@ -1,0 +1,57 @@
+// Run metrics on rank 0: one JSON object per optimizer step in metrics.jsonl, the
+// one-line progress report, the terminal progress bar, and the model-FLOP count.
+//
+// FLOPs are model FLOPs (what the step must compute, as in the PaLM / nanoGPT
+// MFU estimate): per token 6 * params (forward + backward of every weight) plus
+// 12 * n_layers * dim * seq_len for attention scores and their use; activation
+// checkpointing's recomputation is not counted.
+#pragma once
+
+#include "nn/transformer.h"
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtr::train {
+
+double model_flops_per_token(int64_t num_params, const nn::TransformerConfig& model, int64_t seq_len);
+
+struct StepRecord {
+  int64_t step = 0;  // 1-based optimizer step
+  int64_t total_steps = 0;
+  double loss = 0;   // mean over the global batch
+  std::optional<double> val_loss;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;  // tokens in this step's global batch
+  double step_seconds = 0;
+  double elapsed_seconds = 0;  // since the first step began
+  double tokens_per_second = 0;
+  double flops_per_second = 0;
+};
+
+// Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of dtensor/memory_stats.h).
+using RankPeaks = std::vector<std::array<int64_t, 6>>;
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // truncates
+  void write(const StepRecord& record);             // one line, flushed
+
+ private:
+  std::ofstream out_;
+};
+
+// "step  120/300 | loss 2.3141 | val 2.4011 | lr 2.71e-03 | gnorm 0.812 | 10.2k tok/s | 3.41 GFLOP/s |
+//  peak MiB r0 p0.1 g0.1 o0.2 a3.1 c0.2 x1.0 r1 ... | ETA 0:42"
+// (peak MiB by tag: param, grad, optimizer state, activation, comm buffer, other)
+std::string progress_line(const StepRecord& record, const RankPeaks& peaks);
+// "[#########..........]  45%  135/300" (for a terminal, rewritten in place with '\r').
+std::string progress_bar(int64_t step, int64_t total, int width = 30);
+std::string format_duration(double seconds);  // "1:05", "1:02:03"
+
+}  // namespace dtr::train

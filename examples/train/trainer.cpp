@@ -1,0 +1,320 @@
+#include "trainer.h"
+
+#include "dataset.h"
+#include "embedded_corpus.h"
+#include "generate.h"
+#include "metrics.h"
+#include "sampler.h"
+#include "svg_plot.h"
+
+#include "dtensor/allocator.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/nn.h"
+#include "dtensor/random.h"
+#include "fsdp/fully_shard.h"
+#include "mesh/distributed.h"
+#include "nn/checkpoint.h"
+#include "nn/optim/clip_grad.h"
+#include "nn/optim/fused_adamw.h"
+#include "nn/optim/lr_schedule.h"
+#include "nn/transformer.h"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <optional>
+
+namespace dtr::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double all_reduce_avg(const mesh::ProcessGroupPtr& group, double value) {
+  Tensor t = full({1}, value, {.dtype = DType::f64});
+  group->all_reduce(t, mesh::ReduceOp::avg())->wait();
+  return t.item();
+}
+
+// True on every rank when `failed` is true on any rank.
+bool any_rank(const mesh::ProcessGroupPtr& group, bool failed) {
+  Tensor t = full({1}, failed ? 1.0 : 0.0, {.dtype = DType::f64});
+  group->all_reduce(t, mesh::ReduceOp::max())->wait();
+  return t.item() > 0;
+}
+
+RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group) {
+  const MemoryStats stats = memory_stats(Device::cpu());
+  std::vector<double> mine(6);
+  for (size_t t = 0; t < 6; ++t) mine[t] = static_cast<double>(stats.by_tag[t].peak_bytes);
+  Tensor in = from_vector(mine, {6});
+  Tensor out = empty({group->size() * 6}, {.dtype = DType::f64});
+  group->all_gather_into_tensor(out, in)->wait();
+  const std::vector<double> all = out.to_vector<double>();
+  RankPeaks peaks(static_cast<size_t>(group->size()));
+  for (size_t r = 0; r < peaks.size(); ++r) {
+    for (size_t t = 0; t < 6; ++t) peaks[r][t] = static_cast<int64_t>(all[r * 6 + t]);
+  }
+  return peaks;
+}
+
+struct Batch {
+  Tensor inputs, targets;
+};
+
+Batch make_batch(const TokenDataset& ds, const std::vector<int64_t>& windows, int64_t seq) {
+  std::vector<int64_t> inputs, targets;
+  inputs.reserve(windows.size() * static_cast<size_t>(seq));
+  targets.reserve(windows.size() * static_cast<size_t>(seq));
+  for (const int64_t w : windows) ds.window(w, seq, inputs, targets);
+  const auto b = static_cast<int64_t>(windows.size());
+  return {from_vector(inputs, {b, seq}), from_vector(targets, {b, seq})};
+}
+
+Tensor loss_of(nn::Module& model, const Batch& batch, int64_t vocab) {
+  Tensor logits = model(batch.inputs);
+  return cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), batch.targets.reshape({-1}));
+}
+
+// Everything the job needs before any collective: found identically on every rank.
+struct Setup {
+  std::optional<TokenDataset> data, train, val;
+  std::optional<DistributedSampler> sampler;
+  nn::TransformerConfig model;
+  int64_t seq = 0;
+};
+
+Setup local_setup(TrainConfig& c, int rank) {
+  Setup s;
+  if (c.data.empty()) {
+    const std::string_view corpus = embedded_corpus();
+    s.data = TokenDataset::from_memory(corpus.data(), static_cast<int64_t>(corpus.size()), TokenFormat::bytes,
+                                       "embedded corpus (data/corpus.txt)");
+  } else {
+    try {
+      s.data = TokenDataset::open(c.data, c.data_format);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--data: {}", e.what()));
+    }
+  }
+  try {
+    s.model = model_config(c.model, s.data->vocab_size());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("--model: {}", e.what()));
+  }
+  s.seq = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
+  c.seq_len = s.seq;
+  s.model.max_seq_len = s.seq;
+  auto [train, val] = s.data->split(c.val_fraction);
+  s.train = train;
+  s.val = val;
+  const int64_t n_train = s.train->num_windows(s.seq), n_val = s.val->num_windows(s.seq);
+  if (n_train < c.global_batch) {
+    throw std::runtime_error(fmt::format(
+        "--seq-len {} / --global-batch {}: the training split ({} tokens) holds only {} sequences of {} tokens, "
+        "fewer than one global batch",
+        s.seq, c.global_batch, s.train->size(), n_train, s.seq + 1));
+  }
+  if (n_val < 1) {
+    throw std::runtime_error(fmt::format("--val-fraction {}: the validation split ({} tokens) holds no sequence of {} tokens",
+                                         c.val_fraction, s.val->size(), s.seq + 1));
+  }
+  s.sampler.emplace(n_train, c.global_batch, rank, c.world_size, c.seed);
+  return s;
+}
+
+double evaluate(nn::Module& model, const TokenDataset& val, const TrainConfig& c, int rank,
+                const mesh::ProcessGroupPtr& group, int64_t vocab) {
+  autograd::NoGradGuard no_grad;
+  model.eval();
+  const int64_t n_val = val.num_windows(c.seq_len);
+  double sum = 0;
+  for (int64_t b = 0; b < c.eval_batches; ++b) {
+    std::vector<int64_t> windows;
+    for (int64_t i = 0; i < c.micro_batch; ++i) {
+      windows.push_back(((rank * c.eval_batches + b) * c.micro_batch + i) % n_val);
+    }
+    sum += loss_of(model, make_batch(val, windows, c.seq_len), vocab).item();
+  }
+  model.train();
+  return all_reduce_avg(group, sum / static_cast<double>(c.eval_batches));
+}
+
+void write_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
+                const std::vector<std::pair<double, double>>& val, const std::string& title) {
+  write_file_atomic(path, line_plot_svg({{"train loss", "#1f77b4", train}, {"validation loss", "#d62728", val}},
+                                        {.title = title}));
+}
+
+}  // namespace
+
+int run_training(TrainConfig c) {
+  const int rank = distributed::rank();
+  const mesh::ProcessGroupPtr world = distributed::world_group();
+
+  // 1. Local setup, agreed on by every rank.
+  Setup s;
+  std::string error;
+  try {
+    s = local_setup(c, rank);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (any_rank(world, !error.empty())) {
+    if (rank == 0) {
+      std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "setup failed on another rank" : error.c_str());
+    }
+    return 2;
+  }
+  const int64_t vocab = s.model.vocab_size, seq = c.seq_len;
+  const std::filesystem::path out_dir = c.out_dir;
+  if (rank == 0) std::filesystem::create_directories(out_dir);
+
+  // 2. The model: meta -> [activation checkpointing] -> fully_shard -> materialise.
+  s.model.device = Device::meta();
+  auto model = std::make_shared<nn::Transformer>(s.model);
+  const int64_t num_params = model->num_parameters();
+  if (c.activation_checkpointing) {
+    nn::apply_activation_checkpointing(
+        *model, [](const nn::Module& m) { return dynamic_cast<const nn::TransformerBlock*>(&m) != nullptr; });
+  }
+  fsdp::MixedPrecisionPolicy mp;
+  if (c.mixed_precision == "bf16") mp = {.param_dtype = DType::bf16, .reduce_dtype = DType::f32};
+  for (auto& layer : model->layers()) {
+    fsdp::fully_shard(*layer, {.reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
+  }
+  fsdp::FSDPModule root = fsdp::fully_shard(*model, {.mp_policy = mp});
+  model->to_empty(Device::cpu());
+  manual_seed(c.seed);
+  model->reset_parameters();
+
+  const std::vector<Tensor> params = model->parameters();
+  nn::optim::FusedAdamW opt(params, {.lr = c.lr, .weight_decay = c.weight_decay});
+  const nn::optim::LrSchedule schedule =
+      c.schedule == "cosine"
+          ? nn::optim::warmup_cosine({.peak_lr = c.lr, .min_lr = c.min_lr, .warmup_steps = c.warmup, .total_steps = c.steps})
+          : nn::optim::warmup_linear({.peak_lr = c.lr, .min_lr = c.lr, .warmup_steps = c.warmup, .total_steps = c.steps});
+
+  const int64_t tokens_per_step = c.global_batch * seq;
+  const double flops_per_token = model_flops_per_token(num_params, s.model, seq);
+  const bool tty = rank == 0 && (c.progress_bar == "on" || (c.progress_bar == "auto" && isatty(STDOUT_FILENO) != 0));
+  std::optional<MetricsWriter> metrics;
+  if (rank == 0) {
+    nlohmann::json resolved = to_json(c);
+    resolved["model_config"] = to_json(s.model);
+    resolved["num_parameters"] = num_params;
+    resolved["train_tokens"] = s.train->size();
+    resolved["val_tokens"] = s.val->size();
+    resolved["data_vocab_size"] = s.data->vocab_size();
+    write_file_atomic((out_dir / "config.json").string(), resolved.dump(2) + "\n");
+    metrics.emplace((out_dir / "metrics.jsonl").string());
+    fmt::print("dtr-train: model {} ({} style, {:.2f}M parameters, dim {}, {} layers) on {} rank(s); data {} "
+               "({} train / {} val tokens, vocab {})\n"
+               "  {} steps x {} sequences x {} tokens (micro-batch {}, grad accumulation {}), lr {} {} warmup {}, "
+               "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; output in {}\n",
+               c.model, s.model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", num_params / 1e6, s.model.dim,
+               s.model.n_layers, c.world_size, s.data->name(), s.train->size(), s.val->size(), vocab, c.steps,
+               c.global_batch, seq, c.micro_batch, c.grad_accum, c.lr, c.schedule, c.warmup, c.mixed_precision,
+               c.activation_checkpointing ? "on" : "off", c.reshard_after_forward, out_dir.string());
+    std::fflush(stdout);
+  }
+
+  // 3. Train.
+  std::vector<std::pair<double, double>> train_curve, val_curve;
+  const std::string plot_path = (out_dir / "loss.svg").string();
+  const std::string plot_title = fmt::format("dtr-train {}: loss per step", c.model);
+  const auto start = Clock::now();
+  double first_loss = 0, last_loss = 0;
+  for (int64_t step = 0; step < c.steps; ++step) {
+    const auto t0 = Clock::now();
+    const double lr = nn::optim::apply_lr_schedule(opt, schedule, step);
+    const std::vector<int64_t> windows = s.sampler->next();
+    opt.zero_grad();
+    double loss_sum = 0;
+    for (int64_t m = 0; m < c.grad_accum; ++m) {
+      // Untagged allocations of forward and backward are activations (FSDP tags its own buffers).
+      MemoryTagGuard tag(MemoryTag::activation);
+      root.set_requires_gradient_sync(m == c.grad_accum - 1);
+      const std::vector<int64_t> micro(windows.begin() + m * c.micro_batch, windows.begin() + (m + 1) * c.micro_batch);
+      Tensor loss = loss_of(*model, make_batch(*s.train, micro, seq), vocab);
+      loss_sum += loss.item();
+      (c.grad_accum > 1 ? mul(loss, 1.0 / static_cast<double>(c.grad_accum)) : loss).backward();
+    }
+    const double grad_norm = nn::optim::clip_grad_norm_(
+        params, c.grad_clip > 0 ? c.grad_clip : std::numeric_limits<double>::infinity());
+    opt.step();
+    const double loss = all_reduce_avg(world, loss_sum / static_cast<double>(c.grad_accum));
+    if (step == 0) first_loss = loss;
+    last_loss = loss;
+
+    StepRecord r{.step = step + 1, .total_steps = c.steps, .loss = loss, .lr = lr, .grad_norm = grad_norm,
+                 .tokens = tokens_per_step};
+    r.step_seconds = seconds_since(t0);
+    const bool last = step + 1 == c.steps;
+    if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
+      r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab);
+    }
+    r.elapsed_seconds = seconds_since(start);
+    r.tokens_per_second = static_cast<double>(tokens_per_step) / r.step_seconds;
+    r.flops_per_second = r.tokens_per_second * flops_per_token;
+    const bool log = (step + 1) % c.log_every == 0 || step == 0 || last;
+    RankPeaks peaks;
+    if (log) peaks = gather_peaks(world);  // collective: every rank at the same steps
+    if (rank == 0) {
+      train_curve.emplace_back(static_cast<double>(r.step), loss);
+      if (r.val_loss) val_curve.emplace_back(static_cast<double>(r.step), *r.val_loss);
+      metrics->write(r);
+      if (r.val_loss) write_plot(plot_path, train_curve, val_curve, plot_title);
+      if (log) {
+        // Average throughput since the start over the recent past is steadier than one step's.
+        StepRecord shown = r;
+        shown.tokens_per_second = static_cast<double>(tokens_per_step * (step + 1)) / r.elapsed_seconds;
+        shown.flops_per_second = shown.tokens_per_second * flops_per_token;
+        fmt::print("{}{}\n", tty ? "\r\033[K" : "", progress_line(shown, peaks));
+      } else if (tty) {
+        fmt::print("\r\033[K{}", progress_bar(step + 1, c.steps));
+      }
+      std::fflush(stdout);
+    }
+  }
+  const double elapsed = seconds_since(start);
+
+  // 4. The end: plot, summary, sample.
+  if (rank == 0) {
+    write_plot(plot_path, train_curve, val_curve, plot_title);
+    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, val loss {:.4f}, {:.0f} tokens/s; wrote {}, {}, {}\n",
+               c.steps, format_duration(elapsed), first_loss, last_loss, val_curve.empty() ? 0.0 : val_curve.back().second,
+               static_cast<double>(tokens_per_step * c.steps) / elapsed, (out_dir / "metrics.jsonl").string(),
+               plot_path, (out_dir / "config.json").string());
+    std::fflush(stdout);
+  }
+  if (c.sample_tokens > 0) {
+    std::vector<int64_t> prompt;
+    if (s.data->vocab_size() <= 256 && !c.prompt.empty()) {
+      for (const char ch : c.prompt) prompt.push_back(static_cast<unsigned char>(ch));
+    } else {
+      for (int64_t i = 0; i < std::min<int64_t>(8, s.val->size()); ++i) prompt.push_back(s.val->token(i));
+    }
+    const auto tokens = generate(*model, prompt,
+                                 {.max_new_tokens = c.sample_tokens, .top_k = c.top_k, .temperature = c.temperature,
+                                  .seed = c.seed, .context = seq},
+                                 world);
+    if (rank == 0) {
+      fmt::print("sample ({}, {} tokens):\n{}\n", c.top_k > 0 ? fmt::format("top-{} sampling", c.top_k) : "greedy",
+                 c.sample_tokens, decode_tokens(tokens, s.data->vocab_size()));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace dtr::train

@@ -1,0 +1,29 @@
+// The dtr-train job: data, a fully_shard-ed transformer, AdamW with an LR
+// schedule and gradient clipping, evaluation, metrics and the final sample.
+//
+// Flow on every rank (all collective calls happen at the same points on every rank):
+//   1. local setup (dataset, train/validation split, sampler, model shape); any
+//      error there is agreed on by all ranks (one all-reduce) and ends the job with
+//      exit code 2 and one line on rank 0;
+//   2. the model is built on meta, optionally wrapped for activation checkpointing
+//      (per TransformerBlock), fully_shard-ed per block and at the root (with the
+//      bf16 mixed-precision policy when asked), materialised and initialised;
+//   3. each step: the sampler gives this rank its slice of the global batch, split
+//      into grad_accum micro-batches (gradient sync only on the last one), then
+//      clip_grad_norm_ (global norm over the shards) and an AdamW step;
+//   4. rank 0 appends to metrics.jsonl every step, prints a progress line every
+//      log_every steps (peak memory by tag gathered from every rank), a progress
+//      bar in between when stdout is a terminal, rewrites loss.svg after each
+//      evaluation, and writes config.json at the start;
+//   5. at the end every rank runs the same generation steps and rank 0 prints the sample.
+// Not yet: checkpoints (saving, --resume, Ctrl-C), which wait for the checkpoint API.
+#pragma once
+
+#include "config.h"
+
+namespace dtr::train {
+
+// Returns the process exit code: 0, or 2 for bad input found during setup.
+int run_training(TrainConfig config);
+
+}  // namespace dtr::train

@@ -1,0 +1,68 @@
+// dtr-train's command line (examples/train/cli.h): defaults resolve (gradient
+// accumulation, warmup, min lr), and each bad value gives exit code 2 with one
+// line naming its flag.
+#include "cli.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+dtr::train::CliResult parse(std::vector<std::string> args, int world = 2) {
+  args.insert(args.begin(), "dtr-train");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return dtr::train::parse_cli(static_cast<int>(argv.size()), argv.data(), world);
+}
+
+void expect_bad(std::vector<std::string> args, const std::string& flag, int world = 2) {
+  INFO("args: " << Catch::StringMaker<std::vector<std::string>>::convert(args));
+  const auto r = parse(std::move(args), world);
+  REQUIRE_FALSE(r.config.has_value());
+  REQUIRE(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains(flag));
+  CHECK(r.message.find('\n') == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("dtr-train flags resolve gradient accumulation, warmup and min lr", "[train][cli]") {
+  const auto r = parse({"--global-batch", "32", "--micro-batch", "4", "--steps", "200", "--lr", "1e-3"}, 2);
+  REQUIRE(r.config.has_value());
+  REQUIRE(r.config->grad_accum == 4);  // 32 / (2 * 4)
+  REQUIRE(r.config->warmup == 10);
+  REQUIRE(r.config->min_lr == Approx(1e-4));
+  const auto d = parse({}, 4);
+  REQUIRE(d.config.has_value());
+  REQUIRE(d.config->micro_batch == 4);  // 16 / 4 ranks
+  REQUIRE(d.config->grad_accum == 1);
+  const auto flags = parse({"--activation-checkpointing", "on", "--reshard-after-forward", "false",
+                            "--mixed-precision", "bf16"});
+  REQUIRE(flags.config.has_value());
+  REQUIRE(flags.config->activation_checkpointing);
+  REQUIRE_FALSE(flags.config->reshard_after_forward);
+  const auto help = parse({"--help"});
+  REQUIRE_FALSE(help.config.has_value());
+  REQUIRE(help.exit_code == 0);
+  CHECK_THAT(help.message, Catch::Contains("--global-batch") && Catch::Contains("--reshard-after-forward"));
+}
+
+TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "[train][cli]") {
+  expect_bad({"--steps", "-3"}, "--steps");
+  expect_bad({"--steps", "0"}, "--steps");
+  expect_bad({"--steps", "many"}, "--steps");
+  expect_bad({"--global-batch", "10", "--micro-batch", "4"}, "--global-batch");
+  expect_bad({"--global-batch", "9"}, "--global-batch", 2);
+  expect_bad({"--model", "huge"}, "--model");
+  expect_bad({"--data", "/no/such/dir/file.txt"}, "--data");
+  expect_bad({"--schedule", "step"}, "--schedule");
+  expect_bad({"--mixed-precision", "fp16"}, "--mixed-precision");
+  expect_bad({"--activation-checkpointing", "sometimes"}, "--activation-checkpointing");
+  expect_bad({"--reshard-after-forward", "2"}, "--reshard-after-forward");
+  expect_bad({"--warmup", "500", "--steps", "100"}, "--warmup");
+  expect_bad({"--lr", "0"}, "--lr");
+  expect_bad({"--log-every", "0"}, "--log-every");
+  expect_bad({"--bogus", "1"}, "--bogus");
+}
