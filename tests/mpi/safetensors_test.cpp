@@ -223,8 +223,11 @@ TEST_CASE("safetensors malformed, truncated or mismatched files fail naming the 
   const fs::path good = test_file("good");
   auto model = make_sharded(12);
   ckpt::save_safetensors(*model, good);
-  const fs::path bad = test_file("bad");
+  fs::path bad;
+  int variant = 0;
+  // A mutated copy of `good`, in a new file each time (other ranks may still read the previous one).
   auto write_bad = [&](auto&& mutate) {
+    bad = test_file(fmt::format("bad{}", variant++));
     if (distributed::rank() == 0) {
       std::ifstream in(good, std::ios::binary);
       std::string s((std::istreambuf_iterator<char>(in)), {});
