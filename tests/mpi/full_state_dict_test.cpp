@@ -3,6 +3,7 @@
 // bit (rank0_only leaves the other ranks empty), and set_*_state_dict loads full
 // dicts, from every rank or broadcast from rank 0 alone, into sharded models
 // (FSDP, and HSDP at 4 ranks); a bad dict on rank 0 fails on every rank.
+#include "dtensor/allocator.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
@@ -216,5 +217,32 @@ TEST_CASE("full optimizer state dict by fqn equals the single-process optimizer 
     ckpt::set_model_state_dict(*fresh2, want_model, {.full_state_dict = true});
     ckpt::set_optimizer_state_dict(*fresh2, *fresh2_opt, want, {.full_state_dict = true});
     require_same(ckpt::get_optimizer_state_dict(*fresh2, *fresh2_opt, kFull), want);
+  }
+}
+
+TEST_CASE("full model state dict gathers one parameter at a time: ranks other than 0 never hold the whole model") {
+  if (distributed::world_size() < 2) return;  // one rank keeps everything by definition
+  auto model = make_sharded(41);
+  int64_t largest = 0, whole = 0;
+  for (auto& [name, p] : model->named_parameters()) {
+    const int64_t bytes = numel_of(p.dtensor_spec()->shape) * static_cast<int64_t>(element_size(p.dtype()));
+    largest = std::max(largest, bytes);
+    whole += bytes;
+  }
+  reset_peak_memory_stats(Device::cpu());
+  const int64_t before = memory_stats(Device::cpu()).total.current_bytes;
+  auto sd = ckpt::get_model_state_dict(*model, kFullRank0);
+  const auto after = memory_stats(Device::cpu());
+  const int64_t in_flight = after.total.peak_bytes - before;
+  INFO("peak extra bytes " << in_flight << ", largest parameter " << largest << ", whole model " << whole);
+  if (distributed::rank() != 0) {
+    REQUIRE(sd.empty());
+    REQUIRE(after.total.current_bytes == before);  // nothing kept
+    // The gather of one parameter (its full tensor and the collective's
+    // buffers), never the whole model.
+    REQUIRE(in_flight <= 3 * largest);
+    REQUIRE(3 * largest < whole);
+  } else {
+    REQUIRE(in_flight >= whole);  // rank 0 keeps every full tensor
   }
 }
