@@ -131,6 +131,10 @@ TEST_CASE("full model state dict equals the single-process model bit for bit, ra
       REQUIRE(bytes_of(DTensor(sharded.at(name), *sharded.at(name).dtensor_spec()).full_tensor()) ==
               bytes_of(want.at(name)));
     }
+    // ... which load into an identically sharded model without communication.
+    auto copy = make_sharded(8, mesh);
+    ckpt::set_model_state_dict(*copy, sharded);
+    require_same(ckpt::get_model_state_dict(*copy, kFull), want);
   }
 }
 
