@@ -21,6 +21,8 @@
 #include "nn/optim/lr_schedule.h"
 #include "nn/transformer.h"
 
+#include "tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -33,34 +35,14 @@ namespace fs = std::filesystem;
 using dtr::testing::values_of;
 using dtr::testing::world;
 
+using dtr::testing::make_model;
+using dtr::testing::make_sharded;
+using dtr::testing::tiny_config;
+
 namespace {
 
 constexpr int64_t kGlobalBatch = 24;
 constexpr int64_t kSeq = 8;
-
-nn::TransformerConfig tiny_config() {
-  nn::TransformerConfig c;
-  c.dtype = DType::f32;
-  c.vocab_size = 32;
-  c.dim = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 16;
-  return c;
-}
-
-std::shared_ptr<nn::Transformer> make_model(uint64_t seed) {
-  manual_seed(seed);
-  return std::make_shared<nn::Transformer>(tiny_config());
-}
-
-// mesh undefined: FSDP over all ranks.
-std::shared_ptr<nn::Transformer> make_sharded(uint64_t seed, const mesh::DeviceMesh& mesh = {}) {
-  auto model = make_model(seed);
-  for (auto& layer : model->layers()) fsdp::fully_shard(*layer, {.mesh = mesh});
-  fsdp::fully_shard(*model, {.mesh = mesh});
-  return model;
-}
 
 mesh::DeviceMesh hsdp_mesh() { return mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"}); }
 
