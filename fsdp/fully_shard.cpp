@@ -143,6 +143,12 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
 
 bool is_fully_sharded(const nn::Module& module) { return find_state(module) != nullptr; }
 
+void reshard_all(nn::Module& module) {
+  for (auto& [path, m] : module.named_modules()) {
+    if (auto state = find_state(*m)) state->reshard();
+  }
+}
+
 FSDPModule fsdp_module(nn::Module& module) {
   auto state = find_state(module);
   DTR_CHECK(state != nullptr, "fsdp_module: fully_shard was not applied to this {}", module.type_name());

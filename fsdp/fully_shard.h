@@ -128,6 +128,11 @@ class FSDPModule {
 // (apply bottom-up), or on a module whose parameter is shared with another group.
 FSDPModule fully_shard(nn::Module& module, FullyShardOptions options = {});
 
+// Reshards every fully_shard module in `module`'s tree, so that every parameter
+// slot holds its shard again (after an eval forward the root keeps its unsharded
+// parameters until the next backward). State dicts and checkpoints call it.
+void reshard_all(nn::Module& module);
+
 // The controls of a module fully_shard was applied to (an error otherwise).
 FSDPModule fsdp_module(nn::Module& module);
 bool is_fully_sharded(const nn::Module& module);

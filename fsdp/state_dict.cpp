@@ -2,12 +2,14 @@
 
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/error.h"
+#include "fsdp/fully_shard.h"
 
 #include <set>
 
 namespace dtr::fsdp {
 
 ShardedStateDict get_sharded_state_dict(nn::Module& module) {
+  reshard_all(module);
   ShardedStateDict out;
   for (auto& [name, p] : module.named_parameters()) {
     DTR_CHECK(p.dtensor_spec() != nullptr,
@@ -20,6 +22,7 @@ ShardedStateDict get_sharded_state_dict(nn::Module& module) {
 }
 
 void load_sharded_state_dict(nn::Module& module, const ShardedStateDict& state, bool strict) {
+  reshard_all(module);
   std::vector<std::string> missing, mismatched;
   std::set<std::string> known;
   autograd::NoGradGuard no_grad;

@@ -14,7 +14,8 @@ namespace dtr::fsdp {
 
 using ShardedStateDict = std::map<std::string, DTensor>;
 
-// Parameters by dotted name. Call between steps (not inside forward/backward).
+// Parameters by dotted name (resharding first: see reshard_all). Call between
+// steps, not inside forward/backward.
 ShardedStateDict get_sharded_state_dict(nn::Module& module);
 
 // Copies each entry's local part into the parameter of the same name. Entries

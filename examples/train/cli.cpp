@@ -38,6 +38,10 @@ void validate(TrainConfig& c, int world_size) {
   }
   c.grad_accum = c.global_batch / (world_size * c.micro_batch);
   c.world_size = world_size;
+  if (c.ckpt_every < 0) bad(fmt::format("--ckpt-every must be >= 0, got {}", c.ckpt_every));
+  if (!c.resume.empty() && !std::filesystem::exists(std::filesystem::path(c.resume) / "metadata.json")) {
+    bad(fmt::format("--resume {}: no checkpoint there (no metadata.json)", c.resume));
+  }
   if (!is_model_name(c.model) && !std::filesystem::is_regular_file(c.model)) {
     bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m or a JSON config file)", c.model));
   }
@@ -85,7 +89,7 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
       "dtr-train: trains a decoder-only transformer with fully_shard (FSDP) on every rank of an mpirun job.\n"
       "  mpirun -np 2 dtr-train                      # tiny model on the embedded corpus\n"
       "  mpirun -np 4 dtr-train --model small --data input.txt --steps 2000\n"
-      "Writes metrics.jsonl, loss.svg and config.json to --out. (Checkpoints: not yet.)",
+      "Writes metrics.jsonl, loss.svg and config.json to --out, and checkpoints with --ckpt-every.",
       "dtr-train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--model", c.model, "tiny | small | gpt2-124m | path to a JSON model config");
@@ -114,6 +118,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
                  "auto | on | off: redraw a bar between progress lines (auto: stdout is a terminal; "
                  "mpirun gives ranks a pseudo-terminal, so use off when logging to a file)");
   app.add_option("--out", c.out_dir, "output directory (metrics.jsonl, loss.svg, config.json)");
+  app.add_option("--ckpt-every", c.ckpt_every,
+                 "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>");
+  app.add_option("--resume", c.resume, "continue from a checkpoint directory written by --ckpt-every");
   app.add_option("--sample-tokens", c.sample_tokens, "tokens to generate at the end (0: none)");
   app.add_option("--top-k", c.top_k, "sample from the k most likely tokens (0: greedy)");
   app.add_option("--temperature", c.temperature, "softmax temperature for --top-k sampling");

@@ -44,6 +44,8 @@ struct TrainConfig {
   int64_t log_every = 10;
   std::string progress_bar = "auto";  // auto (stdout is a terminal) | on | off
   std::string out_dir = "runs/latest";
+  int64_t ckpt_every = 0;           // > 0: a checkpoint every N steps in <out>/checkpoints/step_<N>
+  std::string resume;               // a checkpoint directory to continue from (its step, data position, RNG)
   int64_t sample_tokens = 200;      // 0: no sample at the end
   int64_t top_k = 0;                // 0: greedy
   double temperature = 1.0;

@@ -6,6 +6,7 @@
 #include "metrics.h"
 #include "sampler.h"
 #include "svg_plot.h"
+#include "train_checkpoint.h"
 
 #include "dtensor/allocator.h"
 #include "dtensor/autograd/grad_mode.h"
@@ -203,6 +204,11 @@ int run_training(TrainConfig c) {
       c.schedule == "cosine"
           ? nn::optim::warmup_cosine({.peak_lr = c.lr, .min_lr = c.min_lr, .warmup_steps = c.warmup, .total_steps = c.steps})
           : nn::optim::warmup_linear({.peak_lr = c.lr, .min_lr = c.lr, .warmup_steps = c.warmup, .total_steps = c.steps});
+  int64_t start_step = 0;
+  if (!c.resume.empty()) {
+    start_step = load_training_checkpoint(c.resume, *model, opt, *s.sampler);
+    if (rank == 0) fmt::print("resumed from {} after step {}\n", c.resume, start_step);
+  }
 
   const int64_t tokens_per_step = c.global_batch * seq;
   const double flops_per_token = model_flops_per_token(num_params, s.model, seq);
@@ -234,7 +240,7 @@ int run_training(TrainConfig c) {
   const std::string plot_title = fmt::format("dtr-train {}: loss per step", c.model);
   const auto start = Clock::now();
   double first_loss = 0, last_loss = 0;
-  for (int64_t step = 0; step < c.steps; ++step) {
+  for (int64_t step = start_step; step < c.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = nn::optim::apply_lr_schedule(opt, schedule, step);
     const std::vector<int64_t> windows = s.sampler->next();
@@ -253,7 +259,7 @@ int run_training(TrainConfig c) {
         params, c.grad_clip > 0 ? c.grad_clip : std::numeric_limits<double>::infinity());
     opt.step();
     const double loss = all_reduce_avg(world, loss_sum / static_cast<double>(c.grad_accum));
-    if (step == 0) first_loss = loss;
+    if (step == start_step) first_loss = loss;
     last_loss = loss;
 
     StepRecord r{.step = step + 1, .total_steps = c.steps, .loss = loss, .lr = lr, .grad_norm = grad_norm,
@@ -262,6 +268,11 @@ int run_training(TrainConfig c) {
     const bool last = step + 1 == c.steps;
     if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
       r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab);
+    }
+    if (c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0) {
+      const auto dir = out_dir / "checkpoints" / fmt::format("step_{}", step + 1);
+      save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler);
+      if (rank == 0) fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", dir.string());
     }
     r.elapsed_seconds = seconds_since(start);
     r.tokens_per_second = static_cast<double>(tokens_per_step) / r.step_seconds;
@@ -277,7 +288,7 @@ int run_training(TrainConfig c) {
       if (log) {
         // Average throughput since the start over the recent past is steadier than one step's.
         StepRecord shown = r;
-        shown.tokens_per_second = static_cast<double>(tokens_per_step * (step + 1)) / r.elapsed_seconds;
+        shown.tokens_per_second = static_cast<double>(tokens_per_step * (step + 1 - start_step)) / r.elapsed_seconds;
         shown.flops_per_second = shown.tokens_per_second * flops_per_token;
         fmt::print("{}{}\n", tty ? "\r\033[K" : "", progress_line(shown, peaks));
       } else if (tty) {
@@ -293,7 +304,7 @@ int run_training(TrainConfig c) {
     write_plot(plot_path, train_curve, val_curve, plot_title);
     fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, val loss {:.4f}, {:.0f} tokens/s; wrote {}, {}, {}\n",
                c.steps, format_duration(elapsed), first_loss, last_loss, val_curve.empty() ? 0.0 : val_curve.back().second,
-               static_cast<double>(tokens_per_step * c.steps) / elapsed, (out_dir / "metrics.jsonl").string(),
+               static_cast<double>(tokens_per_step * (c.steps - start_step)) / elapsed, (out_dir / "metrics.jsonl").string(),
                plot_path, (out_dir / "config.json").string());
     std::fflush(stdout);
   }

@@ -3,6 +3,7 @@
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/error.h"
+#include "fsdp/fully_shard.h"
 #include "dtensor/factory.h"
 #include "fsdp/checkpoint/agreement.h"
 #include "fsdp/checkpoint/file_io.h"
@@ -201,6 +202,7 @@ void SafetensorsWriter::finish() {
 namespace {
 
 std::vector<std::pair<std::string, Tensor>> slots_of(nn::Module& model) {
+  reshard_all(model);
   auto slots = model.named_parameters();
   auto buffers = model.named_buffers();
   slots.insert(slots.end(), buffers.begin(), buffers.end());
