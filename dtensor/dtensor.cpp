@@ -99,11 +99,12 @@ DTensor DTensor::zeros(const Shape& shape, const mesh::DeviceMesh& mesh, Placeme
 
 DTensor DTensor::ones(const Shape& shape, const mesh::DeviceMesh& mesh, Placements placements,
                       const TensorOptions& options) {
-  DTensor t = zeros(shape, mesh, std::move(placements), options);
-  // ones of a Partial(sum) global value: a share on each rank, as redistribute would.
-  Tensor full_ones = dtr::ones(shape, options);
-  DTensorSpec replicated = t.spec().with_placements(Placements(mesh.ndim(), Replicate()));
-  return DTensor(dist::redistribute_local(full_ones, replicated, t.spec()), t.spec());
+  DTensorSpec spec = DTensorSpec::make(mesh, std::move(placements), shape, options.dtype);
+  if (!spec.has_partial()) return DTensor(dtr::ones(spec.local_shape(), options), std::move(spec));
+  // A Partial(sum) of ones: each rank holds its share, as redistribute makes it.
+  DTensorSpec replicated = spec.with_placements(Placements(mesh.ndim(), Replicate()));
+  Tensor local = dist::redistribute_local(dtr::ones(spec.shape, options), replicated, spec);
+  return DTensor(std::move(local), std::move(spec));
 }
 
 DTensor DTensor::rand(const Shape& shape, const mesh::DeviceMesh& mesh, Placements placements,

@@ -24,6 +24,9 @@ class HostStaging {
   // A scratch host buffer of `nbytes` (counted as comm_buffer memory).
   void* scratch(size_t nbytes);
 
+  // Keeps `object` alive until the operation completes (e.g. MPI's count arrays).
+  void keep(std::shared_ptr<void> object) { buffers_.push_back(std::move(object)); }
+
   // Copies staged outputs back to their GPU tensors (no-op for CPU tensors).
   void copy_back();
   // Everything MPI may still touch; the Work keeps it alive until completion.

@@ -173,11 +173,12 @@ WorkPtr MpiProcessGroup::do_all_to_all(const Tensor& out, const Tensor& in, cons
     send_offset += in_counts[r];
     recv_offset += out_counts[r];
   }
+  staging.keep(counts);
   return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
     requests.emplace_back();
     DTR_MPI_CHECK(MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, comm_,
                                  &requests.back()));
-  }, [counts] { /* holds the counts until MPI is done with them */ });
+  });
 }
 
 WorkPtr MpiProcessGroup::do_barrier(const CollectiveCall& call) {

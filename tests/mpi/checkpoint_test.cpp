@@ -25,13 +25,13 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 using namespace dtr;
 namespace ckpt = dtr::fsdp::checkpoint;
 namespace fs = std::filesystem;
+using dtr::testing::bytes_of;
 using dtr::testing::values_of;
 using dtr::testing::world;
 
@@ -71,13 +71,6 @@ fs::path test_dir(const std::string& name) {
 
 Tensor full_of(const Tensor& t) {
   return t.dtensor_spec() ? DTensor(t.detach(), *t.dtensor_spec()).full_tensor() : t;
-}
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
 }
 
 // Every full parameter and optimizer state of `got` equals `want`'s, bit for bit.

@@ -18,7 +18,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 
 using namespace dtr;
 namespace ckpt = dtr::fsdp::checkpoint;
@@ -26,6 +25,8 @@ namespace ckpt = dtr::fsdp::checkpoint;
 using dtr::testing::make_model;
 using dtr::testing::make_sharded;
 using dtr::testing::tiny_config;
+
+using dtr::testing::bytes_of;
 
 namespace {
 
@@ -38,13 +39,6 @@ void prime(nn::Module& model, nn::optim::Optimizer& opt) {
   for (auto& p : model.parameters()) p.set_grad(mul(p.detach(), Scalar(0.1)));
   opt.step();
   opt.zero_grad();
-}
-
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
 }
 
 void require_same(const nn::StateDict& got, const nn::StateDict& want) {

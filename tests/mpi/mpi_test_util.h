@@ -1,11 +1,13 @@
-// Helpers shared by the multi-rank tests: tensors from doubles in any dtype, and
-// the values read back as doubles.
+// Helpers shared by the multi-rank tests: tensors from doubles in any dtype, the
+// values read back as doubles or as raw bytes.
 #pragma once
 
 #include "dtensor/factory.h"
 #include "dtensor/tensor.h"
 #include "mesh/distributed.h"
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace dtr::testing {
@@ -15,6 +17,14 @@ inline Tensor tensor_of(const std::vector<double>& values, DType dtype, Shape sh
 }
 
 inline std::vector<double> values_of(const Tensor& t) { return t.contiguous().to(DType::f64).to_vector<double>(); }
+
+// The raw bytes of a tensor's values (bit-for-bit comparisons).
+inline std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor c = t.to(Device::cpu()).contiguous();
+  std::vector<uint8_t> out(c.nbytes());
+  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
+  return out;
+}
 
 inline mesh::ProcessGroupPtr world() { return distributed::world_group(); }
 

@@ -22,7 +22,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,14 +35,9 @@ using dtr::testing::make_model;
 using dtr::testing::make_sharded;
 using dtr::testing::tiny_config;
 
-namespace {
+using dtr::testing::bytes_of;
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).contiguous();
-  std::vector<uint8_t> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
+namespace {
 
 void require_same(const nn::StateDict& got, const nn::StateDict& want) {
   REQUIRE(got.size() == want.size());
