@@ -30,8 +30,10 @@ class FSDPParam {
   // Shards `full` (the tensor in the slots now) over the last dim of `mesh` (a
   // 2-D mesh replicates over its first dim: HSDP) and installs the shard. The
   // unsharded tensor has `compute_dtype` (mixed precision's param_dtype).
+  // With `offload`, the shard of a CUDA parameter is kept in host memory (CPU
+  // offload: the optimizer then steps on the CPU).
   FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh,
-            DType compute_dtype);
+            DType compute_dtype, bool offload = false);
 
   const std::string& fqn() const { return fqn_; }
   const Shape& global_shape() const { return spec_->shape; }

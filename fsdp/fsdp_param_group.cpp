@@ -8,11 +8,15 @@
 
 #include <cmath>
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#endif
+
 namespace dtr::fsdp {
 
 FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh,
-                               DType reduce_dtype)
-    : params_(std::move(params)), mesh_(std::move(mesh)), reduce_dtype_(reduce_dtype) {
+                               DType reduce_dtype, bool offload)
+    : params_(std::move(params)), mesh_(std::move(mesh)), reduce_dtype_(reduce_dtype), offload_(offload) {
   compute_dtype_ = params_.empty() ? reduce_dtype : params_.front()->compute_dtype();
   for (auto& p : params_) {
     DTR_CHECK(p->compute_dtype() == compute_dtype_,
@@ -24,14 +28,23 @@ FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, m
   }
 }
 
-Device FSDPParamGroup::device() const { return params_.front()->sharded().device(); }
+Device FSDPParamGroup::device() const {
+#ifdef DTR_WITH_CUDA
+  if (offload_) return Device::cuda(cuda::current_device());
+#endif
+  return params_.front()->sharded().device();
+}
 
 void FSDPParamGroup::issue_all_gather() {
   if (empty() || unsharded_ || all_gather_.work) return;
   autograd::NoGradGuard no_grad;
   const Device dev = device();
-  DTR_CHECK(!dev.is_meta(), "fully_shard: the parameters of '{}' are on the meta device; call to_empty(device) "
+  DTR_CHECK(!params_.front()->sharded().device().is_meta(),
+            "fully_shard: the parameters of '{}' are on the meta device; call to_empty(device) "
             "and reset_parameters() before the first forward", params_.front()->fqn());
+  DTR_CHECK(!offload_ || params_.front()->sharded().device().is_cpu(),
+            "fully_shard: with offload_policy the shards of '{}' must live on the CPU, found {} (materialise a "
+            "meta model with to_empty(Device::cpu()))", params_.front()->fqn(), params_.front()->sharded().device());
   const int64_t k = shard_size();
   TensorOptions options{.dtype = compute_dtype_, .device = dev, .tag = MemoryTag::comm_buffer};
   if (post_forward_piece_.defined()) {  // after reshard(keep_piece): gather over the k ranks only
@@ -186,6 +199,7 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
                        .view(shard.sizes())
                        .to(shard.dtype());
     local = post_divide_ != 1.0 ? mul(local, Scalar(1.0 / post_divide_)) : local.clone();
+    if (local.device() != shard.device()) local = local.to(shard.device());  // CPU offload
     shard.set_grad(shard.grad().defined() ? add(shard.grad(), local) : local);
   }
   reduce_scatter_ = {};

@@ -24,7 +24,11 @@ namespace dtr::fsdp {
 
 class FSDPParamGroup {
  public:
-  FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, DType reduce_dtype);
+  // With `offload`, the shards live in host memory and the group computes on the
+  // current CUDA device: shards are copied in for the all-gather, and reduced
+  // gradients copied back to the shards' .grad on the CPU.
+  FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, DType reduce_dtype,
+                 bool offload = false);
 
   bool empty() const { return params_.empty(); }
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }
@@ -66,7 +70,7 @@ class FSDPParamGroup {
     Tensor input;
     Tensor output;
   };
-  Device device() const;
+  Device device() const;  // where the group computes and communicates
   int64_t shard_size() const { return mesh_.size(mesh_.ndim() - 1); }
   const mesh::ProcessGroupPtr& shard_group() const { return mesh_.group(mesh_.ndim() - 1); }
 
@@ -75,6 +79,7 @@ class FSDPParamGroup {
   int64_t flat_numel_ = 0;
   DType compute_dtype_;
   DType reduce_dtype_;
+  bool offload_ = false;
   bool requires_all_reduce_ = true;
   double post_divide_ = 1.0;   // applied after the reduction (f16: the part not applied before)
   mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter

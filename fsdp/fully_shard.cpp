@@ -6,6 +6,10 @@
 #include "fsdp/registry.h"
 #include "mesh/distributed.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#endif
+
 #include <map>
 #include <mutex>
 #include <set>
@@ -35,9 +39,7 @@ void check_options(const FullyShardOptions& options, const std::string& what, De
     DTR_CHECK(!dtype || is_floating(*dtype), "fully_shard({}): mixed precision dtypes must be floating, got {}",
               what, dtype_name(*dtype));
   }
-  if (options.offload_policy.offload_params) {
-    DTR_CHECK(device_type != DeviceType::cuda,
-              "fully_shard({}): CPU offload of CUDA parameters is not implemented yet", what);
+  if (options.offload_policy.offload_params && device_type == DeviceType::cpu) {
     static std::once_flag once;
     std::call_once(once, [] {
       DTR_LOG_INFO("fully_shard: offload_policy on a CPU model is a no-op (the parameters already live in host memory)");
@@ -101,8 +103,19 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
     }
   }
   DeviceType type = DeviceType::cpu;
+  bool on_meta = false;
   for (auto& t : tensors) {
     if (t.device().is_cuda()) type = DeviceType::cuda;
+    on_meta = on_meta || t.device().is_meta();
+  }
+  // CPU offload: shards in host memory, compute on the current CUDA device. A meta
+  // model is offloaded when this process has a GPU (materialise it on the CPU).
+  bool offload = false;
+  if (options.offload_policy.offload_params) {
+#ifdef DTR_WITH_CUDA
+    if (on_meta && type == DeviceType::cpu && cuda::device_count() > 0) type = DeviceType::cuda;
+#endif
+    offload = type == DeviceType::cuda;
   }
   if (!options.mesh.defined()) options.mesh = default_mesh(type);
   check_options(options, what, type);
@@ -117,11 +130,12 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
     }
     const DType compute = mp.param_dtype && is_floating(tensors[i].dtype()) ? *mp.param_dtype : tensors[i].dtype();
     params.push_back(
-        std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh, compute));
+        std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh, compute, offload));
   }
   // Gradients are reduced in reduce_dtype, else in the compute dtype (as FSDP2).
   const DType compute = params.empty() ? DType::f32 : params.front()->compute_dtype();
-  auto group = std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, mp.reduce_dtype.value_or(compute));
+  auto group =
+      std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, mp.reduce_dtype.value_or(compute), offload);
   if (options.reshard_after_forward && std::holds_alternative<int>(*options.reshard_after_forward)) {
     const int k = std::get<int>(*options.reshard_after_forward);
     const int n = static_cast<int>(options.mesh.size(options.mesh.ndim() - 1));

@@ -24,7 +24,13 @@
 // outputs are cast to output_dtype; floating inputs to param_dtype when
 // cast_forward_inputs. HSDP: a 2-D (replicate, shard) mesh shards over its last
 // dim and all-reduces the reduced gradients over the first.
-// Not yet: CPU offload of CUDA parameters (on a CPU model offload is a no-op).
+//
+// CPU offload (offload_policy.offload_params) of a CUDA model: the shards and
+// their gradients live in host memory, so the optimizer steps on the CPU; each
+// all-gather copies the shards to the current CUDA device first and each
+// reduced gradient is copied back. A meta model is offloaded when a GPU is
+// present (materialise it with to_empty(Device::cpu())). On a CPU model the
+// policy is a no-op. Host memory is pageable for now: the copies are synchronous.
 #pragma once
 
 #include "dtensor/dtensor.h"
@@ -47,7 +53,7 @@ struct MixedPrecisionPolicy {
 };
 
 struct OffloadPolicy {
-  bool offload_params = false;
+  bool offload_params = false;  // shards, gradients and optimizer state in host memory
 };
 
 struct FullyShardOptions {

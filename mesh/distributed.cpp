@@ -9,7 +9,9 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #if DTR_WITH_CUDA
 #include "dtensor/cuda/cuda_runtime.h"
@@ -39,6 +41,42 @@ State g_state;
 
 void check_initialized(const char* what) {
   DTR_CHECK(g_state.initialized, "dtr::distributed::{}: call dtr::distributed::init() first", what);
+}
+
+// DTR_CUDA_BACKEND: "nccl", "mpi", or unset / "auto" (NCCL where every rank of
+// every node has a GPU of its own, since NCCL refuses two ranks on one device).
+std::string cuda_backend_setting() {
+  const char* env = std::getenv("DTR_CUDA_BACKEND");
+  std::string value = env ? env : "auto";
+  DTR_CHECK(value == "auto" || value == "nccl" || value == "mpi",
+            "DTR_CUDA_BACKEND: expected nccl, mpi or auto, got '{}' (rank {})", value, g_state.rank);
+  return value;
+}
+
+// Collective over the world (every rank decides alike). Called with g_mutex held.
+mesh::ProcessGroupPtr make_world_cuda() {
+  const std::string setting = cuda_backend_setting();
+#if DTR_WITH_NCCL
+  int own_gpu = cuda::device_count() >= g_state.local_world_size ? 1 : 0;
+  int every_rank_own_gpu = 0;
+  MPI_Allreduce(&own_gpu, &every_rank_own_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (setting == "nccl") {
+    DTR_CHECK(every_rank_own_gpu == 1,
+              "DTR_CUDA_BACKEND=nccl: NCCL needs one GPU per rank, but a node runs more ranks than it has GPUs "
+              "(this rank {}: {} ranks on its node, {} GPU(s)); use DTR_CUDA_BACKEND=mpi to stage through host memory",
+              g_state.rank, g_state.local_world_size, cuda::device_count());
+  }
+  if (setting != "mpi" && every_rank_own_gpu == 1) {
+    return mesh::nccl::create_nccl_group(g_state.world_mpi, "world");
+  }
+  if (setting == "auto" && g_state.rank == 0) {
+    DTR_LOG_INFO("CUDA tensors communicate over MPI through pinned host memory: some node runs more ranks than "
+                 "it has GPUs, which NCCL refuses");
+  }
+#else
+  DTR_CHECK(setting != "nccl", "DTR_CUDA_BACKEND=nccl: this build of dtr has no NCCL (rank {})", g_state.rank);
+#endif
+  return g_state.world_mpi;
 }
 
 }  // namespace
@@ -138,12 +176,8 @@ mesh::ProcessGroupPtr world_group(DeviceType device_type) {
   switch (device_type) {
     case DeviceType::cpu: return g_state.world_mpi;
     case DeviceType::cuda:
-#if DTR_WITH_NCCL
-      if (!g_state.world_cuda) g_state.world_cuda = mesh::nccl::create_nccl_group(g_state.world_mpi, "world");
+      if (!g_state.world_cuda) g_state.world_cuda = make_world_cuda();
       return g_state.world_cuda;
-#else
-      return g_state.world_mpi;
-#endif
     case DeviceType::meta: break;
   }
   DTR_FAIL("world_group: no process group for the meta device (it holds no data to communicate)");

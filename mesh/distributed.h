@@ -31,8 +31,11 @@ int world_size();
 int local_rank();        // rank among the processes on this node
 int local_world_size();  // processes on this node
 
-// The group of all ranks for tensors on `device_type`: MPI for cpu; NCCL for cuda
-// when dtr was built with NCCL, else MPI staging through host memory.
+// The group of all ranks for tensors on `device_type`: MPI for cpu. For cuda:
+// NCCL when dtr was built with it and every rank has a GPU of its own, else MPI
+// staging through pinned host memory (so several ranks can share one GPU, e.g.
+// in tests). DTR_CUDA_BACKEND=nccl|mpi forces a choice (nccl with a shared GPU
+// is an error). The first call for cuda is collective: every rank makes it.
 mesh::ProcessGroupPtr world_group(DeviceType device_type = DeviceType::cpu);
 
 }  // namespace dtr::distributed
