@@ -2,7 +2,8 @@
 # README command 1: install what is missing, build in Release, then train the tiny
 # byte-level model on the embedded corpus with dtr-train on 2 ranks under mpirun
 # (fully_shard over the ranks). It prints the loss falling, a text sample from the
-# trained model, and writes runs/quickstart/{metrics.jsonl,loss.svg,config.json}.
+# trained model, and writes runs/quickstart/{metrics.jsonl,loss.svg,config.json} and the
+# final checkpoint runs/quickstart/checkpoints/step_300 (Ctrl-C saves one and stops).
 # Extra arguments go to dtr-train (e.g. --steps 100; see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."

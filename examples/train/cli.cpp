@@ -89,7 +89,8 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
       "dtr-train: trains a decoder-only transformer with fully_shard (FSDP) on every rank of an mpirun job.\n"
       "  mpirun -np 2 dtr-train                      # tiny model on the embedded corpus\n"
       "  mpirun -np 4 dtr-train --model small --data input.txt --steps 2000\n"
-      "Writes metrics.jsonl, loss.svg and config.json to --out, and checkpoints with --ckpt-every.",
+      "Writes metrics.jsonl, loss.svg, config.json and a final checkpoint to --out (and more with --ckpt-every).\n"
+      "Ctrl-C / SIGTERM / SIGUSR1 save a checkpoint at the next step boundary and exit 0 (see --resume).",
       "dtr-train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--model", c.model, "tiny | small | gpt2-124m | path to a JSON model config");
@@ -120,7 +121,10 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--out", c.out_dir, "output directory (metrics.jsonl, loss.svg, config.json)");
   app.add_option("--ckpt-every", c.ckpt_every,
                  "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>");
-  app.add_option("--resume", c.resume, "continue from a checkpoint directory written by --ckpt-every");
+  app.add_option("--resume", c.resume, "continue from a checkpoint directory written by dtr-train");
+  bool no_final_checkpoint = false;
+  app.add_flag("--no-final-checkpoint", no_final_checkpoint,
+               "do not save <out>/checkpoints/step_<steps> at the end (a stop by signal still saves)");
   app.add_option("--sample-tokens", c.sample_tokens, "tokens to generate at the end (0: none)");
   app.add_option("--top-k", c.top_k, "sample from the k most likely tokens (0: greedy)");
   app.add_option("--temperature", c.temperature, "softmax temperature for --top-k sampling");
@@ -130,6 +134,7 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
     app.parse(argc, argv);
     c.activation_checkpointing = parse_switch("--activation-checkpointing", ac);
     c.reshard_after_forward = parse_switch("--reshard-after-forward", raf);
+    c.final_checkpoint = !no_final_checkpoint;
     validate(c, world_size);
   } catch (const CLI::CallForHelp&) {
     result.exit_code = 0;

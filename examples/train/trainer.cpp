@@ -5,6 +5,7 @@
 #include "generate.h"
 #include "metrics.h"
 #include "sampler.h"
+#include "stop_signal.h"
 #include "svg_plot.h"
 #include "train_checkpoint.h"
 
@@ -44,6 +45,20 @@ double all_reduce_avg(const mesh::ProcessGroupPtr& group, double value) {
   Tensor t = full({1}, value, {.dtype = DType::f64});
   group->all_reduce(t, mesh::ReduceOp::avg())->wait();
   return t.item();
+}
+
+// The step's loss averaged over the ranks, and whether any rank has a stop signal
+// pending: one all-reduce (sum) of {loss, signal number}.
+struct StepConsensus {
+  double loss = 0;
+  bool stop = false;
+};
+
+StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_loss, int signal) {
+  Tensor t = from_vector(std::vector<double>{local_loss, static_cast<double>(signal)}, {2});
+  group->all_reduce(t, mesh::ReduceOp::sum())->wait();
+  const std::vector<double> v = t.to_vector<double>();
+  return {v[0] / static_cast<double>(group->size()), v[1] > 0};
 }
 
 // True on every rank when `failed` is true on any rank.
@@ -240,6 +255,9 @@ int run_training(TrainConfig c) {
   const std::string plot_title = fmt::format("dtr-train {}: loss per step", c.model);
   const auto start = Clock::now();
   double first_loss = 0, last_loss = 0;
+  int64_t saved_step = -1;  // the step of the last checkpoint this run wrote
+  auto checkpoint_dir = [&](int64_t step) { return out_dir / "checkpoints" / fmt::format("step_{}", step); };
+  std::optional<StopSignalScope> signals(std::in_place);  // Ctrl-C etc.: stop at a step boundary
   for (int64_t step = start_step; step < c.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = nn::optim::apply_lr_schedule(opt, schedule, step);
@@ -258,7 +276,8 @@ int run_training(TrainConfig c) {
     const double grad_norm = nn::optim::clip_grad_norm_(
         params, c.grad_clip > 0 ? c.grad_clip : std::numeric_limits<double>::infinity());
     opt.step();
-    const double loss = all_reduce_avg(world, loss_sum / static_cast<double>(c.grad_accum));
+    const StepConsensus consensus = step_consensus(world, loss_sum / static_cast<double>(c.grad_accum), stop_signal());
+    const double loss = consensus.loss;
     if (step == start_step) first_loss = loss;
     last_loss = loss;
 
@@ -270,8 +289,9 @@ int run_training(TrainConfig c) {
       r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab);
     }
     if (c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0) {
-      const auto dir = out_dir / "checkpoints" / fmt::format("step_{}", step + 1);
+      const auto dir = checkpoint_dir(step + 1);
       save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler);
+      saved_step = step + 1;
       if (rank == 0) fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", dir.string());
     }
     r.elapsed_seconds = seconds_since(start);
@@ -296,16 +316,38 @@ int run_training(TrainConfig c) {
       }
       std::fflush(stdout);
     }
+    if (consensus.stop) {
+      // Every rank saw the same consensus: save (unless this step was just saved), report, end.
+      const auto dir = checkpoint_dir(step + 1);
+      if (saved_step != step + 1) save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler);
+      if (rank == 0) {
+        write_plot(plot_path, train_curve, val_curve, plot_title);
+        const int own = stop_signal();
+        fmt::print("{}stopped by {} after step {}/{}: saved checkpoint {}; continue with --resume {}\n",
+                   tty ? "\r\033[K" : "", own != 0 ? stop_signal_name(own) : "a signal on another rank", step + 1,
+                   c.steps, dir.string(), dir.string());
+        std::fflush(stdout);
+      }
+      return 0;
+    }
   }
   const double elapsed = seconds_since(start);
+  // The final checkpoint, <out>/checkpoints/step_<steps> like the periodic ones (not
+  // rewritten when --ckpt-every just saved it, nor when this run took no step).
+  std::string final_dir;
+  if (c.final_checkpoint && c.steps > start_step) {
+    final_dir = checkpoint_dir(c.steps).string();
+    if (saved_step != c.steps) save_training_checkpoint(final_dir, *model, opt, c.steps, *s.sampler);
+  }
+  signals.reset();  // from here on (the sample) a signal ends the process at once
 
   // 4. The end: plot, summary, sample.
   if (rank == 0) {
     write_plot(plot_path, train_curve, val_curve, plot_title);
-    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, val loss {:.4f}, {:.0f} tokens/s; wrote {}, {}, {}\n",
+    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, val loss {:.4f}, {:.0f} tokens/s; wrote {}, {}, {}{}\n",
                c.steps, format_duration(elapsed), first_loss, last_loss, val_curve.empty() ? 0.0 : val_curve.back().second,
                static_cast<double>(tokens_per_step * (c.steps - start_step)) / elapsed, (out_dir / "metrics.jsonl").string(),
-               plot_path, (out_dir / "config.json").string());
+               plot_path, (out_dir / "config.json").string(), final_dir.empty() ? "" : ", checkpoint " + final_dir);
     std::fflush(stdout);
   }
   if (c.sample_tokens > 0) {

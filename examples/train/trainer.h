@@ -15,15 +15,21 @@
 //      log_every steps (peak memory by tag gathered from every rank), a progress
 //      bar in between when stdout is a terminal, rewrites loss.svg after each
 //      evaluation, and writes config.json at the start;
-//   5. at the end every rank runs the same generation steps and rank 0 prints the sample.
-// Not yet: checkpoints (saving, --resume, Ctrl-C), which wait for the checkpoint API.
+//   5. checkpoints (train_checkpoint.h) in <out>/checkpoints/step_<N>: every
+//      --ckpt-every steps, at the end (unless --no-final-checkpoint), and when a
+//      stop signal arrives (stop_signal.h: SIGINT, SIGTERM, SIGUSR1 on any rank;
+//      the ranks agree in the step's loss all-reduce, save after that step, rank 0
+//      prints one "stopped by ..." line, and run_training returns 0 without the
+//      sample); --resume loads one at any world size;
+//   6. at the end every rank runs the same generation steps and rank 0 prints the sample.
 #pragma once
 
 #include "config.h"
 
 namespace dtr::train {
 
-// Returns the process exit code: 0, or 2 for bad input found during setup.
+// Returns the process exit code: 0 (finished, or stopped by a signal after saving
+// a checkpoint), or 2 for bad input found during setup.
 int run_training(TrainConfig config);
 
 }  // namespace dtr::train

@@ -1,5 +1,5 @@
 // dtr-train's command line (examples/train/cli.h): defaults resolve (gradient
-// accumulation, warmup, min lr), and each bad value gives exit code 2 with one
+// accumulation, warmup, min lr, the final checkpoint), and each bad value gives exit code 2 with one
 // line naming its flag.
 #include "cli.h"
 
@@ -43,10 +43,15 @@ TEST_CASE("dtr-train flags resolve gradient accumulation, warmup and min lr", "[
   REQUIRE(flags.config.has_value());
   REQUIRE(flags.config->activation_checkpointing);
   REQUIRE_FALSE(flags.config->reshard_after_forward);
+  REQUIRE(flags.config->final_checkpoint);  // on unless asked otherwise
+  const auto no_final = parse({"--no-final-checkpoint"});
+  REQUIRE(no_final.config.has_value());
+  REQUIRE_FALSE(no_final.config->final_checkpoint);
   const auto help = parse({"--help"});
   REQUIRE_FALSE(help.config.has_value());
   REQUIRE(help.exit_code == 0);
-  CHECK_THAT(help.message, Catch::Contains("--global-batch") && Catch::Contains("--reshard-after-forward"));
+  CHECK_THAT(help.message, Catch::Contains("--global-batch") && Catch::Contains("--reshard-after-forward") &&
+                               Catch::Contains("--no-final-checkpoint"));
 }
 
 TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "[train][cli]") {
