@@ -140,6 +140,8 @@ def main():
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="peak dense TFLOP/s for MFU")
     parser.add_argument("--clip-grad-norm", type=float, default=0.0, help="clip the grad norm to this (0: off)")
     args = parser.parse_args()
+    if args.batch < 1 or args.seq < 1 or args.steps < 1 or args.warmup < 0:
+        parser.error("--batch, --seq and --steps must be >= 1, --warmup >= 0")
 
     import torch
     import torch.nn.functional as F
