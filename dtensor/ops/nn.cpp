@@ -9,6 +9,13 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/index_check.h"
+#endif
+
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -92,6 +99,51 @@ Tensor norm(NormKind kind, const Tensor& x, const Tensor& weight, const Tensor& 
   return y;
 }
 
+// What a range check of an index tensor found: the first position whose index
+// is out of range (-1 for none) with its value, and how many indices are not
+// ignore_index.
+struct IndexScan {
+  int64_t first_bad = -1;
+  int64_t bad_value = 0;
+  int64_t counted = 0;
+};
+
+// Scans contiguous i64 `indices` for values outside [0, bound) other than
+// ignore_index (when has_ignore), in index order like the CPU loops.
+IndexScan scan_indices(const Tensor& indices, int64_t bound, bool has_ignore,
+                       int64_t ignore_index) {
+  const int64_t n = indices.numel();
+  IndexScan scan;
+#ifdef DTR_WITH_CUDA
+  if (indices.device().is_cuda()) {
+    // Checked on the device; only two numbers come back (one small copy that waits for
+    // the stream, which the error must anyway), and the bad value only on error.
+    const Device device = indices.device();
+    cuda::DeviceGuard guard(device.index);
+    const Tensor result = empty({2}, {.dtype = DType::i64, .device = device});
+    kernels::cuda::check_indices(indices.data<int64_t>(), n, bound, has_ignore, ignore_index,
+                                 result.data<int64_t>(), cuda::current_stream(device.index));
+    const std::vector<int64_t> found = result.to_vector<int64_t>();
+    scan.counted = found[1];
+    if (found[0] > 0) {
+      scan.first_bad = n - found[0];
+      scan.bad_value = indices.reshape({n}).narrow(0, scan.first_bad, 1).item<int64_t>();
+    }
+    return scan;
+  }
+#endif
+  const int64_t* idx = indices.data<int64_t>();
+  for (int64_t t = 0; t < n; ++t) {
+    if (has_ignore && idx[t] == ignore_index) continue;
+    ++scan.counted;
+    if (scan.first_bad < 0 && (idx[t] < 0 || idx[t] >= bound)) {
+      scan.first_bad = t;
+      scan.bad_value = idx[t];
+    }
+  }
+  return scan;
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, int64_t normalized_size, const Tensor& weight,
@@ -108,7 +160,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   constexpr std::string_view op = "embedding";
-  const Device device = ops::check_device(op, {&weight, &indices}, ops::Kernels::cpu);
+  const Device device = ops::check_device(op, {&weight, &indices}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(weight.dim() == 2,
             "embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
             shape_str(weight.sizes()));
@@ -123,17 +175,24 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   const bool meta = device.is_meta();
   const Tensor ic = meta ? indices : indices.contiguous();
   if (!meta) {
-    const int64_t* idx = ic.data<int64_t>();
-    for (int64_t t = 0; t < ic.numel(); ++t) {
-      DTR_CHECK(idx[t] >= 0 && idx[t] < rows,
-                "embedding: index {} at position {} (of indices with shape {}) is out of range for "
-                "a weight with {} rows (expected 0 <= index < {})",
-                idx[t], t, shape_str(indices.sizes()), rows, rows);
-    }
+    const IndexScan scan = scan_indices(ic, rows, /*has_ignore=*/false, 0);
+    DTR_CHECK(scan.first_bad < 0,
+              "embedding: index {} at position {} (of indices with shape {}) is out of range for "
+              "a weight with {} rows (expected 0 <= index < {})",
+              scan.bad_value, scan.first_bad, shape_str(indices.sizes()), rows, rows);
     const Tensor wc = weight.contiguous();
     dispatch_dtype(weight.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      kernels::cpu::embedding_forward<T>(wc.data<T>(), cols, idx, ic.numel(), out.data<T>());
+#ifdef DTR_WITH_CUDA
+      if (device.is_cuda()) {
+        cuda::DeviceGuard guard(device.index);
+        kernels::cuda::embedding_forward<T>(wc.data<T>(), cols, ic.data<int64_t>(), ic.numel(),
+                                            out.data<T>(), cuda::current_stream(device.index));
+        return;
+      }
+#endif
+      kernels::cpu::embedding_forward<T>(wc.data<T>(), cols, ic.data<int64_t>(), ic.numel(),
+                                         out.data<T>());
     });
   }
   if (autograd::needs_grad({&weight})) {
@@ -147,7 +206,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      double label_smoothing) {
   constexpr std::string_view op = "cross_entropy";
-  const Device device = ops::check_device(op, {&logits, &targets}, ops::Kernels::cpu);
+  const Device device =
+      ops::check_device(op, {&logits, &targets}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(is_floating(logits.dtype()),
             "cross_entropy: logits must have a floating dtype (f32, f64, bf16, f16), got {} (cast "
             "with .to(dtype) first)",
@@ -176,20 +236,32 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const Tensor tc = meta ? targets : targets.contiguous();
   int64_t counted = 0;
   if (!meta) {
+    const IndexScan scan = scan_indices(tc, cols, /*has_ignore=*/true, ignore_index);
+    DTR_CHECK(scan.first_bad < 0,
+              "cross_entropy: target {} at row {} is out of range for {} classes (expected 0 <= "
+              "target < {}, or ignore_index {})",
+              scan.bad_value, scan.first_bad, cols, cols, ignore_index);
+    counted = scan.counted;
     const int64_t* tgt = tc.data<int64_t>();
-    for (int64_t r = 0; r < rows; ++r) {
-      if (tgt[r] == ignore_index) continue;
-      DTR_CHECK(tgt[r] >= 0 && tgt[r] < cols,
-                "cross_entropy: target {} at row {} is out of range for {} classes (expected 0 <= "
-                "target < {}, or ignore_index {})",
-                tgt[r], r, cols, cols, ignore_index);
-      ++counted;
-    }
     dispatch_floating(logits.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using Acc = acc_t<T>;
-      std::vector<Acc> row_loss(static_cast<size_t>(rows));
       Acc* row_max = stats.data<Acc>();
+#ifdef DTR_WITH_CUDA
+      if (device.is_cuda()) {
+        cuda::DeviceGuard guard(device.index);
+        cudaStream_t stream = cuda::current_stream(device.index);
+        const Tensor row_loss =
+            empty({rows}, {.dtype = ops::acc_dtype(logits.dtype()), .device = device});
+        kernels::cuda::cross_entropy_forward<T>(lc.data<T>(), tgt, rows, cols, ignore_index,
+                                                label_smoothing, row_loss.data<Acc>(), row_max,
+                                                row_max + rows, stream);
+        kernels::cuda::cross_entropy_mean<T>(row_loss.data<Acc>(), rows, counted, loss.data<T>(),
+                                             stream);
+        return;
+      }
+#endif
+      std::vector<Acc> row_loss(static_cast<size_t>(rows));
       kernels::cpu::cross_entropy_forward<T>(lc.data<T>(), tgt, rows, cols, ignore_index,
                                              label_smoothing, row_loss.data(), row_max,
                                              row_max + rows);

@@ -1,12 +1,19 @@
 // The backwards of layer_norm, rms_norm, embedding and cross_entropy
 // (declared in dtensor/ops/nn_backward.h), on the fused kernels of
-// kernels/cpu/norm.h, embedding.h and cross_entropy.h.
+// kernels/cpu/norm.h, embedding.h and cross_entropy.h (and, for embedding and
+// cross_entropy on cuda tensors, their twins in kernels/cuda/).
 #include "dtensor/ops/nn_backward.h"
 
 #include "dtensor/factory.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/norm.h"
+
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/embedding.h"
+#endif
 
 #include <utility>
 
@@ -89,6 +96,21 @@ std::vector<Tensor> EmbeddingBackward::apply(std::vector<Tensor> grads) {
   const Tensor grad_out = kernel_grad(grads[0], dtype);
   dispatch_floating(dtype, name(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+#ifdef DTR_WITH_CUDA
+    if (const Device device = weight_meta_.device; device.is_cuda()) {
+      cuda::DeviceGuard guard(device.index);
+      const int64_t tokens = indices.numel();
+      const auto bytes =
+          static_cast<int64_t>(kernels::cuda::embedding_backward_workspace_bytes(tokens));
+      const Tensor workspace =
+          bytes > 0 ? empty({bytes}, {.dtype = DType::u8, .device = device}) : Tensor();
+      kernels::cuda::embedding_backward<T>(
+          grad_out.data<T>(), indices.data<int64_t>(), tokens, weight_meta_.shape[0],
+          weight_meta_.shape[1], grad_weight.data<T>(),
+          workspace.defined() ? workspace.raw_data() : nullptr, cuda::current_stream(device.index));
+      return;
+    }
+#endif
     kernels::cpu::embedding_backward<T>(grad_out.data<T>(), indices.data<int64_t>(),
                                         indices.numel(), weight_meta_.shape[0],
                                         weight_meta_.shape[1], grad_weight.data<T>());
@@ -120,10 +142,29 @@ std::vector<Tensor> CrossEntropyBackward::apply(std::vector<Tensor> grads) {
   Tensor grad_logits = empty(logits.sizes(), {.dtype = logits.dtype(), .device = logits.device()});
   if (logits.device().is_meta()) return {grad_logits};
 
+  const int64_t rows = logits.size(0);
+#ifdef DTR_WITH_CUDA
+  if (logits.device().is_cuda()) {
+    // The kernel computes the scale on the device from the incoming gradient (as
+    // double, exactly), so the backward never waits for the stream.
+    const Device device = logits.device();
+    cuda::DeviceGuard guard(device.index);
+    const Tensor grad = grads[0].to(DType::f64).contiguous();
+    dispatch_floating(logits.dtype(), name(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using Acc = acc_t<T>;
+      const Acc* row_max = stats.data<Acc>();
+      kernels::cuda::cross_entropy_backward<T>(
+          logits.data<T>(), targets.data<int64_t>(), row_max, row_max + rows, rows, logits.size(1),
+          ignore_index_, label_smoothing_, grad.data<double>(), counted_, grad_logits.data<T>(),
+          cuda::current_stream(device.index));
+    });
+    return {grad_logits};
+  }
+#endif
   // d(mean loss)/d(row loss) = 1 / counted; with nothing counted every row is
   // ignored and gets 0 whatever the scale.
   const double scale = counted_ > 0 ? grads[0].item() / static_cast<double>(counted_) : 0.0;
-  const int64_t rows = logits.size(0);
   dispatch_floating(logits.dtype(), name(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = acc_t<T>;

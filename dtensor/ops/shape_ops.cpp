@@ -21,7 +21,7 @@ void check_operands(std::string_view op, const std::vector<Tensor>& tensors) {
     DTR_CHECK(tensors[i].defined(), "{}: tensor {} is undefined", op, i);
   }
   const Tensor& first = tensors[0];
-  ops::check_device(op, {&first}, ops::Kernels::cpu);
+  ops::check_device(op, {&first}, ops::Kernels::cpu_and_cuda);  // copies: Tensor::copy_
   for (size_t i = 1; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     DTR_CHECK(t.dtype() == first.dtype(), "{}: tensor {} has dtype {}, but tensor 0 has dtype {}",

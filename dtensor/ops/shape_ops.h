@@ -5,14 +5,17 @@
 //   split(t [5, 3], 2, 0)             -> views [2, 3], [2, 3], [1, 3]
 // cat and stack copy into a new contiguous tensor; split returns views of t.
 // Operands of cat/stack must be defined, share one dtype (any dtype) and one
-// device (cpu, or meta: shapes only), and agree in every dim but the joined one
+// device (cpu, cuda, or meta: shapes only), and agree in every dim but the joined one
 // (stack: in every dim). An empty list, a bad dim or a mismatch is an error that
 // names the op, the operand and both shapes / dtypes / devices.
 //
 // Autograd: all three are differentiable for floating tensors. cat's gradient is
 // narrowed back to each operand (dtensor/ops/shape_ops_backward.h), stack is
 // unsqueeze + cat, and each piece of split is a narrow() view with its own
-// view backward, so any subset of the pieces may be used.
+// view backward, so any subset of the pieces may be used. On cuda the copies
+// (cat's, and the narrow backward's) run on the strided copy kernel
+// (kernels/cuda/copy.h) through Tensor::copy_, so results and gradients equal
+// the CPU's bit for bit.
 #pragma once
 
 #include "dtensor/tensor.h"

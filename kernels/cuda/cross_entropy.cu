@@ -1,0 +1,241 @@
+#include "kernels/cuda/cross_entropy.h"
+
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace dtr::kernels::cuda {
+
+namespace {
+
+constexpr int kMaxThreads = 512;   // per row (block)
+constexpr int kMeanThreads = 1024;
+constexpr int64_t kMaxGrid = int64_t{1} << 30;
+
+__device__ inline float exp_acc(float x) { return expf(x); }
+__device__ inline double exp_acc(double x) { return exp(x); }
+__device__ inline float log_acc(float x) { return logf(x); }
+__device__ inline double log_acc(double x) { return log(x); }
+
+template <class A>
+__device__ inline A neg_inf() {
+  return -std::numeric_limits<A>::infinity();
+}
+
+template <class A>
+struct Plus {
+  __device__ A operator()(A a, A b) const { return a + b; }
+};
+
+// What one thread (then the block) knows about the row elements it has seen:
+// their max (NaN once a NaN is seen), sum of exp(x - max), sum of (x - max)
+// (only kept with label smoothing) and count.
+template <class A>
+struct RowState {
+  A max;
+  A sum_exp;
+  A sum_shift;
+  int64_t n;
+};
+
+template <class A, bool kSmooth>
+__device__ inline void add_element(RowState<A>& s, A a) {
+  if (a > s.max || a != a) {  // a new max, or a NaN
+    if (s.max == s.max) {     // (a NaN max sticks)
+      s.sum_exp = s.sum_exp * exp_acc(s.max - a) + A(1);
+      if constexpr (kSmooth) {
+        // Earlier elements are shifted by the old max; move them to the new one.
+        s.sum_shift = s.n == 0 ? A(0) : s.sum_shift - static_cast<A>(s.n) * (a - s.max);
+      }
+      s.max = a;
+    }
+  } else if (a != neg_inf<A>()) {
+    s.sum_exp += exp_acc(a - s.max);
+    if constexpr (kSmooth) s.sum_shift += a - s.max;
+  } else if constexpr (kSmooth) {
+    s.sum_shift += a;  // -inf - max is -inf (also when max is -inf)
+  }
+  ++s.n;
+}
+
+template <class A>
+struct CombineRowState {
+  __device__ static A rescaled_exp(const RowState<A>& p, A max) {
+    return p.sum_exp == A(0) ? A(0) : p.sum_exp * exp_acc(p.max - max);
+  }
+  __device__ static A rescaled_shift(const RowState<A>& p, A max) {
+    return p.n == 0 || p.max == max ? p.sum_shift : p.sum_shift - static_cast<A>(p.n) * (max - p.max);
+  }
+  __device__ RowState<A> operator()(const RowState<A>& a, const RowState<A>& b) const {
+    const A max = (b.max > a.max || b.max != b.max) ? b.max : a.max;  // NaN-propagating
+    return {max, rescaled_exp(a, max) + rescaled_exp(b, max), rescaled_shift(a, max) + rescaled_shift(b, max),
+            a.n + b.n};
+  }
+};
+
+template <class T, bool kSmooth>
+__global__ void __launch_bounds__(kMaxThreads)
+    cross_entropy_forward_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                                 int64_t rows, int64_t cols, int64_t ignore_index, acc_t<T> eps,
+                                 acc_t<T>* __restrict__ loss, acc_t<T>* __restrict__ row_max,
+                                 acc_t<T>* __restrict__ row_log_sum) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  const int64_t vecs = (cols + V - 1) / V;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t target = targets[r];
+    if (target == ignore_index) {  // the whole block skips the row (and its reduction)
+      if (threadIdx.x == 0) loss[r] = row_max[r] = row_log_sum[r] = A(0);
+      continue;
+    }
+    const T* x = logits + r * cols;
+    const bool aligned = is_aligned16(x);
+    RowState<A> part{neg_inf<A>(), A(0), A(0), 0};
+    for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+      const Vec<T> v = load_vec_checked(x, cols, i * V, aligned, convert<T>(A(0)));
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        if (i * V + k < cols) add_element<A, kSmooth>(part, convert<A>(v.get(k)));
+      }
+    }
+    part = block_allreduce(part, CombineRowState<A>{});
+    if (threadIdx.x == 0) {
+      const A log_sum = log_acc(part.sum_exp);
+      const A nll = log_sum - (convert<A>(x[target]) - part.max);
+      A l = nll;
+      if constexpr (kSmooth) {
+        l = (A(1) - eps) * nll + eps * (log_sum - part.sum_shift / static_cast<A>(cols));
+      }
+      loss[r] = l;
+      row_max[r] = part.max;
+      row_log_sum[r] = log_sum;
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kMeanThreads)
+    cross_entropy_mean_kernel(const acc_t<T>* __restrict__ loss, int64_t rows, int64_t counted,
+                              T* __restrict__ out) {
+  using A = acc_t<T>;
+  A sum = A(0);
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += loss[r];
+  sum = block_allreduce(sum, Plus<A>{});
+  if (threadIdx.x == 0) out[0] = convert<T>(sum / static_cast<A>(counted));  // 0 / 0 = NaN
+}
+
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    cross_entropy_backward_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                                  const acc_t<T>* __restrict__ row_max,
+                                  const acc_t<T>* __restrict__ row_log_sum, int64_t rows, int64_t cols,
+                                  int64_t ignore_index, acc_t<T> eps, const double* __restrict__ grad_loss,
+                                  int64_t counted, T* __restrict__ dlogits) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  const int64_t vecs = (cols + V - 1) / V;
+  const A uniform = eps / static_cast<A>(cols);
+  const A hit = A(1) - eps;
+  // As the CPU op: d(mean loss)/d(row loss) = grad / counted, in double, then acc_t.
+  const A scale = counted > 0 ? static_cast<A>(*grad_loss / static_cast<double>(counted)) : A(0);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * cols;
+    T* y = dlogits + r * cols;
+    const bool x_aligned = is_aligned16(x), y_aligned = is_aligned16(y);
+    const int64_t target = targets[r];
+    if (target == ignore_index) {
+      const Vec<T> zero{};  // all bits 0: +0 in every floating type
+      for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) store_vec_checked(y, cols, i * V, y_aligned, zero);
+      continue;
+    }
+    const A max = row_max[r];
+    const A log_sum = row_log_sum[r];
+    for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+      const Vec<T> v = load_vec_checked(x, cols, i * V, x_aligned, convert<T>(A(0)));
+      Vec<T> o{};
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        A g = exp_acc((convert<A>(v.get(k)) - max) - log_sum) - uniform;  // p_j - eps / cols
+        if (i * V + k == target) g -= hit;
+        o.set(k, convert<T>(g * scale));
+      }
+      store_vec_checked(y, cols, i * V, y_aligned, o);
+    }
+  }
+}
+
+unsigned grid_of(int64_t blocks) {
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxGrid));
+}
+
+// Threads per row: enough for one vector each, a multiple of 32, 32 to kMaxThreads.
+template <class T>
+int threads_for(int64_t cols) {
+  const int64_t vecs = (cols + kVec<T> - 1) / kVec<T>;
+  const int64_t warps = std::clamp<int64_t>((vecs + kWarpSize - 1) / kWarpSize, 1, kMaxThreads / kWarpSize);
+  return static_cast<int>(warps * kWarpSize);
+}
+
+void check_sizes(const char* what, int64_t rows, int64_t cols) {
+  DTR_CUDA_KERNEL_CHECK(rows >= 0 && cols >= 0 && (rows == 0 || cols > 0),
+                        std::string("CUDA ") + what + ": expected rows >= 0 and cols > 0, got rows " +
+                            std::to_string(rows) + ", cols " + std::to_string(cols));
+}
+
+}  // namespace
+
+template <class T>
+void cross_entropy_forward(const T* logits, const int64_t* targets, int64_t rows, int64_t cols,
+                           int64_t ignore_index, double label_smoothing, acc_t<T>* loss,
+                           acc_t<T>* row_max, acc_t<T>* row_log_sum, cudaStream_t stream) {
+  using A = acc_t<T>;
+  check_sizes("cross_entropy_forward", rows, cols);
+  if (rows == 0) return;
+  const A eps = static_cast<A>(label_smoothing);
+  const unsigned grid = grid_of(rows);
+  const int threads = threads_for<T>(cols);
+  if (label_smoothing != 0.0) {
+    cross_entropy_forward_kernel<T, true><<<grid, threads, 0, stream>>>(logits, targets, rows, cols, ignore_index,
+                                                                       eps, loss, row_max, row_log_sum);
+  } else {
+    cross_entropy_forward_kernel<T, false><<<grid, threads, 0, stream>>>(logits, targets, rows, cols, ignore_index,
+                                                                        eps, loss, row_max, row_log_sum);
+  }
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void cross_entropy_mean(const acc_t<T>* loss, int64_t rows, int64_t counted, T* out, cudaStream_t stream) {
+  DTR_CUDA_KERNEL_CHECK(rows >= 0 && counted >= 0 && counted <= rows,
+                        "CUDA cross_entropy_mean: expected 0 <= counted <= rows, got rows " +
+                            std::to_string(rows) + ", counted " + std::to_string(counted));
+  cross_entropy_mean_kernel<T><<<1, kMeanThreads, 0, stream>>>(loss, rows, counted, out);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void cross_entropy_backward(const T* logits, const int64_t* targets, const acc_t<T>* row_max,
+                            const acc_t<T>* row_log_sum, int64_t rows, int64_t cols,
+                            int64_t ignore_index, double label_smoothing, const double* grad_loss,
+                            int64_t counted, T* dlogits, cudaStream_t stream) {
+  check_sizes("cross_entropy_backward", rows, cols);
+  if (rows == 0) return;
+  cross_entropy_backward_kernel<T><<<grid_of(rows), threads_for<T>(cols), 0, stream>>>(
+      logits, targets, row_max, row_log_sum, rows, cols, ignore_index,
+      static_cast<acc_t<T>>(label_smoothing), grad_loss, counted, dlogits);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+#define DTR_INSTANTIATE_CUDA_CROSS_ENTROPY(T)                                                              \
+  template void cross_entropy_forward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, double,       \
+                                         acc_t<T>*, acc_t<T>*, acc_t<T>*, cudaStream_t);                    \
+  template void cross_entropy_mean<T>(const acc_t<T>*, int64_t, int64_t, T*, cudaStream_t);                 \
+  template void cross_entropy_backward<T>(const T*, const int64_t*, const acc_t<T>*, const acc_t<T>*,       \
+                                          int64_t, int64_t, int64_t, double, const double*, int64_t, T*,    \
+                                          cudaStream_t);
+DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_CUDA_CROSS_ENTROPY)
+
+}  // namespace dtr::kernels::cuda
