@@ -10,7 +10,9 @@
 //   - Inputs may be non-contiguous (they are copied to contiguous first); results
 //     are new contiguous tensors.
 //   - They run on cpu; meta inputs give meta outputs (checked, not computed).
-//     CUDA tensors get a clear "no kernel" error for now.
+//     layer_norm and rms_norm (forward and backward) also run on cuda tensors
+//     (kernels/cuda/norm.h); embedding and cross_entropy on CUDA tensors get a
+//     clear "no kernel" error for now.
 //   - When grad mode is on and an input requires grad, the op records its
 //     backward (dtensor/ops/nn_backward.cpp): gradients flow to x, weight and bias
 //     of the norms, to the table of embedding (never to the indices), and to the
