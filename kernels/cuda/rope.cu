@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace dtr::kernels::cuda {
@@ -21,21 +22,29 @@ __device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
 __device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
 __device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 
-// cos_table[t, i] and sin_table[t, i] of sign * (offset + t) * theta^(-2i / dim).
+// The frequencies theta^(-2i / dim) of one launch of the table kernel, computed on
+// the host with the CPU op's std::pow and passed by value.
+constexpr int kFreqsPerLaunch = 128;
+struct Freqs {
+  double v[kFreqsPerLaunch];
+};
+
+// cos_table[t, i] and sin_table[t, i] of the angle sign * (offset + t) * freq(i),
+// for i in [first, first + count) (freqs.v[i - first]).
 template <class A>
 __global__ void __launch_bounds__(kThreads)
-    rope_table_kernel(int64_t seq, int64_t half, int64_t dim, double theta, int64_t offset,
-                      double sign, A* __restrict__ cos_table, A* __restrict__ sin_table) {
-  const int64_t n = seq * half;
+    rope_table_kernel(int64_t seq, int64_t half, int64_t first, int count, Freqs freqs,
+                      int64_t offset, double sign, A* __restrict__ cos_table,
+                      A* __restrict__ sin_table) {
+  const int64_t n = seq * count;
   for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < n;
        k += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = k / half;
-    const int64_t i = k - t * half;
-    // The CPU op's expression, evaluated left to right in double.
-    const double angle = sign * static_cast<double>(offset + t) *
-                         pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
-    cos_table[k] = static_cast<A>(cos(angle));
-    sin_table[k] = static_cast<A>(sin(angle));
+    const int64_t t = k / count;
+    const int j = static_cast<int>(k - t * count);
+    // The CPU op's expression, evaluated left to right in double: the same angle bits.
+    const double angle = sign * static_cast<double>(offset + t) * freqs.v[j];
+    cos_table[t * half + first + j] = static_cast<A>(cos(angle));
+    sin_table[t * half + first + j] = static_cast<A>(sin(angle));
   }
 }
 
@@ -85,9 +94,16 @@ void rope_rotate(const T* in, T* out, int64_t batch, int64_t seq, int64_t heads,
                         "CUDA rope: in, out and table must not be null");
   A* cos_table = table;
   A* sin_table = table + seq * half;
-  rope_table_kernel<A><<<blocks_for(seq * half), kThreads, 0, stream>>>(seq, half, dim, theta, offset,
-                                                                       sign, cos_table, sin_table);
-  DTR_CUDA_CHECK_LAUNCH();
+  for (int64_t first = 0; first < half; first += kFreqsPerLaunch) {
+    const int count = static_cast<int>(std::min<int64_t>(kFreqsPerLaunch, half - first));
+    Freqs freqs{};
+    for (int j = 0; j < count; ++j) {
+      freqs.v[j] = std::pow(theta, -2.0 * static_cast<double>(first + j) / static_cast<double>(dim));
+    }
+    rope_table_kernel<A><<<blocks_for(seq * count), kThreads, 0, stream>>>(
+        seq, half, first, count, freqs, offset, sign, cos_table, sin_table);
+    DTR_CUDA_CHECK_LAUNCH();
+  }
   rope_rotate_kernel<T><<<blocks_for(pairs), kThreads, 0, stream>>>(in, out, pairs, half, heads, seq,
                                                                    cos_table, sin_table);
   DTR_CUDA_CHECK_LAUNCH();

@@ -9,13 +9,14 @@
 // sign is +1 for the forward and -1 for the backward (the inverse rotation).
 //
 // Two kernels: the first fills a [seq, dim / 2] table of cos and sin in acc_t<T>
-// (float; double for f64), each angle computed in double exactly as the CPU op
-// writes it (sign * (offset + t) * pow(theta, -2i / dim)) and its cos and sin in
-// double, rounded to acc_t<T>; the second rotates one pair per thread with
-// separately rounded products and sums (no fused multiply-add), rounding once to
-// T. So results equal the CPU op's bit for bit wherever the table entries do;
-// CUDA's double pow, sin and cos are within 2 ulp of glibc's, which after rounding
-// to float almost never shows (f64 results may differ in the last bits).
+// (float; double for f64): each angle is the CPU op's double, bit for bit
+// (sign * (offset + t) * pow(theta, -2i / dim), the pow computed on the host with
+// std::pow and passed to the kernel), and its cos and sin are computed in double
+// on the device and rounded to acc_t<T>. The second rotates one pair per thread
+// with separately rounded products and sums (no fused multiply-add), rounding once
+// to T. So results equal the CPU op's bit for bit wherever the table entries do:
+// CUDA's double cos and sin are within 2 ulp of glibc's, which after rounding to
+// float almost never shows (f64 results may differ in the last bits).
 //
 // Launchers enqueue on `stream` and never synchronize. Floating T only.
 #pragma once
