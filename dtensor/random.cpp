@@ -6,8 +6,14 @@
 #include "kernels/cpu/random.h"
 #include "kernels/philox.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/random.h"
+#endif
+
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 namespace dtr {
@@ -57,7 +63,7 @@ struct LogicalTarget {
 };
 
 LogicalTarget check_target(std::string_view op, const Tensor& t, const LogicalSlice& slice) {
-  ops::check_device(op, {&t});
+  ops::check_device(op, {&t}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(is_floating(t.dtype()), "{}: expected a floating dtype (f32, f64, bf16, f16), got {}",
             op, t.dtype());
   for (int64_t d = 0; d < t.dim(); ++d) {
@@ -85,8 +91,18 @@ LogicalTarget check_target(std::string_view op, const Tensor& t, const LogicalSl
   return {slice.logical_shape, slice.offset};
 }
 
+// Where a fill runs: on the host (cuda_stream unused) or on t's CUDA device, on its
+// current stream.
+struct FillTarget {
+  bool cuda = false;
+#ifdef DTR_WITH_CUDA
+  cudaStream_t cuda_stream = nullptr;
+#endif
+};
+
 // Claims the fill's counters (always, so ranks stay in step) and runs `kernel` with
-// the typed destination unless the tensor holds nothing to write.
+// the typed destination unless the tensor holds nothing to write (on a cuda tensor,
+// under its device).
 template <class Kernel>
 const Tensor& run_fill(std::string_view op, const Tensor& t, const LogicalTarget& target, Generator* gen,
                  Kernel&& kernel) {
@@ -100,9 +116,17 @@ const Tensor& run_fill(std::string_view op, const Tensor& t, const LogicalTarget
                                .logical_shape = target.shape.data(),
                                .box_offset = target.offset.data()};
   kernels::PhiloxStream stream{.seed = s.seed, .offset = s.offset};
+  FillTarget where;
+#ifdef DTR_WITH_CUDA
+  std::optional<cuda::DeviceGuard> guard;
+  if (t.device().is_cuda()) {
+    guard.emplace(t.device().index);
+    where = {.cuda = true, .cuda_stream = cuda::current_stream(t.device().index)};
+  }
+#endif
   dispatch_floating(t.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kernel(t.data<T>(), box, stream);
+    kernel(t.data<T>(), box, stream, where);
   });
   return t;
 }
@@ -132,9 +156,17 @@ const Tensor& uniform_(const Tensor& t, double lo, double hi, Generator* gen, co
                     : static_cast<double>(static_cast<float>(hi) - static_cast<float>(lo));
   DTR_CHECK(std::isfinite(span), "uniform_: hi - lo overflows for lo = {}, hi = {} in {}", lo, hi,
             t.dtype());
-  return run_fill("uniform_", t, target, gen, [&](auto* dst, const auto& box, auto stream) {
-    kernels::cpu::uniform(dst, box, stream, lo, hi);
-  });
+  return run_fill("uniform_", t, target, gen,
+                  [&](auto* dst, const auto& box, auto stream,
+                      [[maybe_unused]] const FillTarget& where) {
+#ifdef DTR_WITH_CUDA
+                    if (where.cuda) {
+                      kernels::cuda::uniform(dst, box, stream, lo, hi, where.cuda_stream);
+                      return;
+                    }
+#endif
+                    kernels::cpu::uniform(dst, box, stream, lo, hi);
+                  });
 }
 
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* gen, const LogicalSlice& slice) {
@@ -142,9 +174,17 @@ const Tensor& normal_(const Tensor& t, double mean, double std, Generator* gen, 
   DTR_CHECK(std::isfinite(mean) && std::isfinite(std),
             "normal_: expected finite mean and std, got mean = {}, std = {}", mean, std);
   DTR_CHECK(std >= 0, "normal_: expected std >= 0, got std = {}", std);
-  return run_fill("normal_", t, target, gen, [&](auto* dst, const auto& box, auto stream) {
-    kernels::cpu::normal(dst, box, stream, mean, std);
-  });
+  return run_fill("normal_", t, target, gen,
+                  [&](auto* dst, const auto& box, auto stream,
+                      [[maybe_unused]] const FillTarget& where) {
+#ifdef DTR_WITH_CUDA
+                    if (where.cuda) {
+                      kernels::cuda::normal(dst, box, stream, mean, std, where.cuda_stream);
+                      return;
+                    }
+#endif
+                    kernels::cpu::normal(dst, box, stream, mean, std);
+                  });
 }
 
 const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, double b, Generator* gen,
@@ -154,9 +194,18 @@ const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, 
             "trunc_normal_: expected finite mean and std, got mean = {}, std = {}", mean, std);
   DTR_CHECK(std >= 0, "trunc_normal_: expected std >= 0, got std = {}", std);
   DTR_CHECK(a < b, "trunc_normal_: expected a < b, got a = {}, b = {}", a, b);
-  return run_fill("trunc_normal_", t, target, gen, [&](auto* dst, const auto& box, auto stream) {
-    kernels::cpu::trunc_normal(dst, box, stream, mean, std, a, b);
-  });
+  return run_fill("trunc_normal_", t, target, gen,
+                  [&](auto* dst, const auto& box, auto stream,
+                      [[maybe_unused]] const FillTarget& where) {
+#ifdef DTR_WITH_CUDA
+                    if (where.cuda) {
+                      kernels::cuda::trunc_normal(dst, box, stream, mean, std, a, b,
+                                                  where.cuda_stream);
+                      return;
+                    }
+#endif
+                    kernels::cpu::trunc_normal(dst, box, stream, mean, std, a, b);
+                  });
 }
 
 Tensor rand(const Shape& shape, const TensorOptions& options, Generator* gen) {

@@ -20,7 +20,10 @@
 // unseeded ranks agree; manual_seed() reseeds it and resets its offset to 0.
 // Fills take floating dtypes only (f32, f64, bf16, f16); bf16 and f16 compute in
 // float and round once, f64 draws 53-bit uniforms. The destination must not have
-// overlapping elements (no stride-0 dims of size > 1).
+// overlapping elements (no stride-0 dims of size > 1). Fills run on cpu and cuda
+// tensors (kernels/cuda/random.h: uniform_ gives the CPU's values bit for bit;
+// normal_ and trunc_normal_ use CUDA's log/cos/sin and inverse normal CDF, so they
+// agree with the CPU to a few ulp), and only advance the generator on meta.
 #pragma once
 
 #include "dtensor/tensor.h"

@@ -9,8 +9,11 @@
 // is how activation checkpointing recomputes a dropout exactly.
 //
 // p must be in [0, 1]. p == 0 or training == false returns x itself (no draw);
-// p == 1 returns zeros (no draw). x must be floating (f32, f64, bf16, f16) on cpu
-// or meta (meta draws, i.e. advances the generator, but computes nothing).
+// p == 1 returns zeros (no draw). x must be floating (f32, f64, bf16, f16) on cpu,
+// cuda or meta (meta draws, i.e. advances the generator, but computes nothing).
+// On cuda one fused kernel (kernels/cuda/dropout.h) draws the same u_i from the
+// same generator state, so the mask, the scale and the output equal the CPU's
+// bit for bit.
 //
 // Autograd: differentiable in x; the backward multiplies the gradient by the same
 // scale tensor (0 or 1 / (1 - p), in x's dtype), which is what the op saves.

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/index_check.h"
+#include "kernels/cuda/norm.h"
 #endif
 
 #include <memory>
@@ -31,11 +32,11 @@ const T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-// x is floating, at least 1-D, on cpu or meta; weight/bias (when defined) are
+// x is floating, at least 1-D, on cpu, cuda or meta; weight/bias (when defined) are
 // [x.size(-1)] with x's dtype and device. Returns the device.
 Device check_norm_inputs(std::string_view op, const Tensor& x, const Tensor& weight,
                          const Tensor& bias) {
-  const Device device = ops::check_device(op, {&x}, ops::Kernels::cpu);
+  const Device device = ops::check_device(op, {&x}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(is_floating(x.dtype()),
             "{}: expected x of a floating dtype (f32, f64, bf16, f16), got {} (cast with "
             ".to(dtype) first)",
@@ -78,6 +79,21 @@ Tensor norm(NormKind kind, const Tensor& x, const Tensor& weight, const Tensor& 
     dispatch_floating(x.dtype(), op, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using Acc = acc_t<T>;
+#ifdef DTR_WITH_CUDA
+      if (device.is_cuda()) {
+        cuda::DeviceGuard guard(device.index);
+        cudaStream_t stream = cuda::current_stream(device.index);
+        if (kind == NormKind::layer) {
+          kernels::cuda::layer_norm_forward<T>(xc.data<T>(), data_or_null<T>(wc),
+                                               data_or_null<T>(bc), rows, cols, eps, y.data<T>(),
+                                               mean.data<Acc>(), rstd.data<Acc>(), stream);
+        } else {
+          kernels::cuda::rms_norm_forward<T>(xc.data<T>(), data_or_null<T>(wc), rows, cols, eps,
+                                             y.data<T>(), rstd.data<Acc>(), stream);
+        }
+        return;
+      }
+#endif
       if (kind == NormKind::layer) {
         kernels::cpu::layer_norm_forward<T>(xc.data<T>(), data_or_null<T>(wc), data_or_null<T>(bc),
                                             rows, cols, eps, y.data<T>(), mean.data<Acc>(),

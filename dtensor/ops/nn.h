@@ -10,12 +10,13 @@
 //   - Inputs may be non-contiguous (they are copied to contiguous first); results
 //     are new contiguous tensors.
 //   - They run on cpu; meta inputs give meta outputs (checked, not computed).
-//     embedding and cross_entropy also run on cuda (kernels/cuda/embedding.h,
-//     cross_entropy.h), with the same results up to rounding (the embedding
-//     gather and its backward are bitwise the CPU's); layer_norm and rms_norm on
-//     CUDA tensors get a clear "no kernel" error for now. On cuda the index range
-//     check (and cross_entropy's count of non-ignored rows) runs on the device and
-//     reads back two numbers, so each call waits for the current stream once.
+//     All four also run on cuda: layer_norm and rms_norm through
+//     kernels/cuda/norm.h, embedding and cross_entropy through
+//     kernels/cuda/embedding.h and cross_entropy.h, with the same results up to
+//     rounding (the embedding gather and its backward are bitwise the CPU's). On
+//     cuda the index range check (and cross_entropy's count of non-ignored rows)
+//     runs on the device and reads back two numbers, so each call waits for the
+//     current stream once.
 //   - When grad mode is on and an input requires grad, the op records its
 //     backward (dtensor/ops/nn_backward.cpp): gradients flow to x, weight and bias
 //     of the norms, to the table of embedding (never to the indices), and to the

@@ -1,7 +1,7 @@
 // The backwards of layer_norm, rms_norm, embedding and cross_entropy
 // (declared in dtensor/ops/nn_backward.h), on the fused kernels of
-// kernels/cpu/norm.h, embedding.h and cross_entropy.h (and, for embedding and
-// cross_entropy on cuda tensors, their twins in kernels/cuda/).
+// kernels/cpu/norm.h, embedding.h and cross_entropy.h (on cuda tensors: their
+// twins in kernels/cuda/).
 #include "dtensor/ops/nn_backward.h"
 
 #include "dtensor/factory.h"
@@ -13,6 +13,7 @@
 #include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/norm.h"
 #endif
 
 #include <utility>
@@ -71,6 +72,32 @@ std::vector<Tensor> NormBackward::apply(std::vector<Tensor> grads) {
     using Acc = acc_t<T>;
     T* dx = data_or_null<T>(out[0]);
     T* dweight = data_or_null<T>(out[1]);
+#ifdef DTR_WITH_CUDA
+    if (x.device().is_cuda()) {
+      const int index = x.device().index;
+      cuda::DeviceGuard guard(index);
+      cudaStream_t stream = cuda::current_stream(index);
+      T* dbias = layer ? data_or_null<T>(out[2]) : nullptr;
+      // The per-chunk partial sums of dweight / dbias (no atomics).
+      const int64_t scratch_elements = kernels::cuda::norm_backward_scratch_elements(
+          rows, cols, dweight != nullptr, dbias != nullptr);
+      Tensor scratch;
+      if (scratch_elements > 0) {
+        scratch = empty({scratch_elements}, {.dtype = acc_dtype(x.dtype()), .device = x.device()});
+      }
+      Acc* scratch_data = scratch.defined() ? scratch.data<Acc>() : nullptr;
+      if (layer) {
+        kernels::cuda::layer_norm_backward<T>(dy.data<T>(), x.data<T>(), mean.data<Acc>(),
+                                              rstd.data<Acc>(), data_or_null<T>(weight), rows,
+                                              cols, dx, dweight, dbias, scratch_data, stream);
+      } else {
+        kernels::cuda::rms_norm_backward<T>(dy.data<T>(), x.data<T>(), rstd.data<Acc>(),
+                                            data_or_null<T>(weight), rows, cols, dx, dweight,
+                                            scratch_data, stream);
+      }
+      return;
+    }
+#endif
     if (layer) {
       kernels::cpu::layer_norm_backward<T>(dy.data<T>(), x.data<T>(), mean.data<Acc>(),
                                            rstd.data<Acc>(), data_or_null<T>(weight), rows, cols,

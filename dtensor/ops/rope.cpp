@@ -7,6 +7,11 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/scalar_types.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/rope.h"
+#endif
+
 #include <cmath>
 #include <vector>
 
@@ -55,6 +60,25 @@ Tensor rope_compute(const Tensor& x, double theta, int64_t offset, double sign) 
   const Tensor xc = x.contiguous();
   dispatch_floating(x.dtype(), "rope", [&](auto tag) {
     using T = typename decltype(tag)::type;
+#ifdef DTR_WITH_CUDA
+    if (x.device().is_cuda()) {
+      const int index = x.device().index;
+      cuda::DeviceGuard guard(index);
+      // The [T, D / 2] cos and sin tables, built on the device.
+      const int64_t table_elements = kernels::cuda::rope_table_elements(x.size(1), x.size(3));
+      Tensor table;
+      if (table_elements > 0) {
+        table = empty({table_elements},
+                      {.dtype = x.dtype() == DType::f64 ? DType::f64 : DType::f32,
+                       .device = x.device()});
+      }
+      kernels::cuda::rope_rotate<T>(xc.data<T>(), out.data<T>(), x.size(0), x.size(1), x.size(2),
+                                    x.size(3), theta, offset, sign,
+                                    table.defined() ? table.data<acc_t<T>>() : nullptr,
+                                    cuda::current_stream(index));
+      return;
+    }
+#endif
     rotate_pairs<T>(xc.data<T>(), out.data<T>(), x.size(0), x.size(1), x.size(2), x.size(3), theta,
                     offset, sign);
   });
@@ -64,7 +88,7 @@ Tensor rope_compute(const Tensor& x, double theta, int64_t offset, double sign) 
 }  // namespace
 
 Tensor rope(const Tensor& x, double theta, int64_t position_offset) {
-  ops::check_device("rope", {&x}, ops::Kernels::cpu);
+  ops::check_device("rope", {&x}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(is_floating(x.dtype()),
             "rope: expected x of a floating dtype (f32, f64, bf16, f16), got {} (cast with "
             ".to(dtype) first)",

@@ -10,7 +10,9 @@
 // (Not the "rotate_half" convention of Hugging Face, which pairs i with i + D/2.)
 // Angles are computed in double; cos/sin and the rotation in float (double for
 // f64), and bf16/f16 round once on store. x may be non-contiguous; the result
-// is a new contiguous tensor of x's shape and dtype. cpu, or meta (shapes only).
+// is a new contiguous tensor of x's shape and dtype. cpu, cuda (kernels/cuda/rope.h:
+// the same values, bit for bit wherever CUDA's double cos / sin / pow round like
+// glibc's), or meta (shapes only).
 //
 // Autograd: differentiable in x; the backward rotates the gradient by -a.
 #pragma once
