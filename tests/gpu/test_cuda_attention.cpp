@@ -170,6 +170,14 @@ Outputs run_op(const Inputs& in, bool causal, const Device& device, std::optiona
   return {out, q.grad(), k.grad(), v.grad()};
 }
 
+// Allows or forbids the tensor-core kernels for a scope (allowed again at its end).
+struct TensorCores {
+  explicit TensorCores(bool on) { kernels::cuda::attention_enable_tensor_cores(on); }
+  ~TensorCores() { kernels::cuda::attention_enable_tensor_cores(true); }
+  TensorCores(const TensorCores&) = delete;
+  TensorCores& operator=(const TensorCores&) = delete;
+};
+
 // The op on cuda against the op on the cpu for one case; bf16/f16 on both the
 // tensor-core and the CUDA-core kernels.
 void check_case(const Case& c, std::mt19937& gen) {
@@ -181,9 +189,15 @@ void check_case(const Case& c, std::mt19937& gen) {
   for (const bool tensor_cores : {true, false}) {
     if (!tensor_cores && !half) continue;
     CAPTURE(tensor_cores);
-    kernels::cuda::attention_enable_tensor_cores(tensor_cores);
-    const Outputs got = run_op(in, c.causal, kGpu);
-    kernels::cuda::attention_enable_tensor_cores(true);
+    Outputs got;
+    {
+      const TensorCores scope(tensor_cores);
+      got = run_op(in, c.causal, kGpu);
+    }
+    // The backward ran last (autograd runs on this thread): it took the tensor cores
+    // exactly when they were allowed and take the case.
+    const bool tc_case = tensor_cores && half && (c.D == 64 || c.D == 128);
+    CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_case);
     REQUIRE(got.out.device() == kGpu);
     REQUIRE(got.out.dtype() == c.dtype);
     REQUIRE(got.out.sizes() == want.out.sizes());
@@ -388,10 +402,9 @@ TEST_CASE("cuda attention forward and backward are bitwise reproducible", "[gpu]
       const Case c{2, 8, 2, 129, 129, 64, true, dtype};
       CAPTURE(describe(c), tensor_cores);
       const Inputs in = make_inputs(c, gen);
-      kernels::cuda::attention_enable_tensor_cores(tensor_cores);
+      const TensorCores scope(tensor_cores);
       const Outputs a = run_op(in, true, kGpu);
       const Outputs b = run_op(in, true, kGpu);
-      kernels::cuda::attention_enable_tensor_cores(true);
       CHECK(same_bits(a.out, b.out));
       CHECK(same_bits(a.dq, b.dq));
       CHECK(same_bits(a.dk, b.dk));
