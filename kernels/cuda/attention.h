@@ -29,9 +29,10 @@
 //    head of its group, accumulating in registers; (3) dq: one block per (batch,
 //    query head, block of query rows) looping over key blocks.
 // Two implementations of those kernels: CUDA-core (f32 / f64 FMA) tiles for every
-// dtype and head_dim, and tensor-core (mma.sync m16n8k16, f32 accumulate) tiles that
-// take bf16/f16 with head_dim 64 or 128 unless switched off. Launchers enqueue on
-// `stream` and never synchronize.
+// dtype and head_dim, and tensor-core (mma.sync m16n8k16, f32 accumulate; P and dS
+// rounded to T before their products, as in FlashAttention-2) tiles that take bf16/f16
+// with head_dim 64 or 128 when every pointer is 16-byte aligned, unless switched off.
+// Launchers enqueue on `stream` and never synchronize.
 #pragma once
 
 #include "kernels/cpu/attention.h"  // AttentionDims (plain C++)
