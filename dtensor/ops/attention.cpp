@@ -7,6 +7,11 @@
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/attention.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/attention.h"
+#endif
+
 #include <cmath>
 #include <memory>
 #include <string_view>
@@ -19,7 +24,7 @@ kernels::cpu::AttentionDims check_attention_inputs(const Tensor& q, const Tensor
                                                    const Tensor& v, bool causal,
                                                    std::optional<double> scale) {
   constexpr std::string_view op = "scaled_dot_product_attention";
-  ops::check_device(op, {&q, &k, &v}, ops::Kernels::cpu);
+  ops::check_device(op, {&q, &k, &v}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(is_floating(q.dtype()),
             "{}: expected q of a floating dtype (f32, f64, bf16, f16), got {} (cast with "
             ".to(dtype) first)",
@@ -54,12 +59,48 @@ kernels::cpu::AttentionDims check_attention_inputs(const Tensor& q, const Tensor
           .scale = s};
 }
 
+#ifdef DTR_WITH_CUDA
+// The CUDA path: the kernels take q, k, v in their own dtype (contiguous) and write
+// out in that dtype and lse in f32 (f64 for f64); the node saves exactly those.
+Tensor attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v,
+                      const kernels::cpu::AttentionDims& dims) {
+  const Device device = q.device();
+  const DType acc = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor qc, kc, vc, out_saved;
+  Tensor lse = empty({dims.batch, dims.q_heads, dims.q_len}, {.dtype = acc, .device = device});
+  {
+    NoGradGuard no_grad;  // the contiguous copies are bookkeeping
+    qc = q.contiguous();
+    kc = k.contiguous();
+    vc = v.contiguous();
+    out_saved = empty(q.sizes(), {.dtype = q.dtype(), .device = device});
+    dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      cuda::DeviceGuard guard(device.index);
+      kernels::cuda::attention_forward<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), dims,
+                                          out_saved.data<T>(), lse.data<acc_t<T>>(),
+                                          cuda::current_stream(device.index));
+    });
+  }
+  Tensor out = out_saved.detach();  // the saved copy stays unrecorded
+  if (autograd::needs_grad({&q, &k, &v})) {
+    auto node = std::make_shared<ops::AttentionBackward>(qc.detach(), kc.detach(), vc.detach(),
+                                                         out_saved, lse, dims, q.dtype());
+    autograd::set_history(node, {&q, &k, &v}, {&out});
+  }
+  return out;
+}
+#endif
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal, std::optional<double> scale) {
   const kernels::cpu::AttentionDims dims = check_attention_inputs(q, k, v, causal, scale);
   const Device device = q.device();
+#ifdef DTR_WITH_CUDA
+  if (device.is_cuda()) return attention_cuda(q, k, v, dims);
+#endif
   const DType acc = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor qa, ka, va, out_acc, out;
   Tensor lse = empty({dims.batch, dims.q_heads, dims.q_len}, {.dtype = acc, .device = device});

@@ -1,6 +1,7 @@
 // Scaled dot-product attention (like torch.nn.functional.scaled_dot_product_attention)
-// with grouped-query attention and an optional causal mask, on a fused CPU kernel
-// (kernels/cpu/attention.h) that never stores the T x S attention matrix.
+// with grouped-query attention and an optional causal mask, on a fused kernel
+// (kernels/cpu/attention.h, kernels/cuda/attention.h) that never stores the T x S
+// attention matrix.
 //
 //   q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, D]  ->  out [B, Hq, T, D]
 //   out[b, h, t] = sum_s softmax_s(scale * q[b, h, t] . k[b, g, s]) v[b, g, s]
@@ -12,12 +13,16 @@
 // scale defaults to 1 / sqrt(D).
 //
 // q, k and v must share a floating dtype (f32, f64, bf16, f16) and a device (cpu,
-// or meta: shapes only); they may be non-contiguous. bf16/f16 compute in float and
-// round once; the result is a new contiguous tensor of q's dtype.
+// cuda, or meta: shapes only); they may be non-contiguous. bf16/f16 compute in float
+// and round once; the result is a new contiguous tensor of q's dtype. On cpu, bf16/f16
+// inputs are converted to float for the kernel; on cuda the kernels read them as
+// stored (head_dim must be <= 256 there, else a dtr::Error).
 //
-// Autograd: differentiable in q, k and v. The op saves q, k, v and out in float
-// (double for f64) plus one log-sum-exp per query row, and the backward recomputes
-// the probabilities from them.
+// Autograd: differentiable in q, k and v. The op saves q, k, v and out plus one
+// log-sum-exp per query row (f32, f64 for f64), and the backward recomputes the
+// probabilities from them. On cpu the saved q, k, v and out are in float (double for
+// f64); on cuda they stay in the inputs' dtype (as FlashAttention does), so a bf16/f16
+// backward there sees out rounded to that dtype.
 #pragma once
 
 #include "dtensor/tensor.h"

@@ -4,6 +4,11 @@
 
 #include "dtensor/factory.h"
 
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#include "kernels/cuda/attention.h"
+#endif
+
 #include <utility>
 
 namespace dtr::ops {
@@ -29,8 +34,31 @@ std::vector<Tensor> AttentionBackward::apply(std::vector<Tensor> grads) {
   const Tensor lse = lse_.unpack(*this);
   std::vector<Tensor> result(3);
   if (!grads[0].defined()) return result;
-  const DType acc = q.dtype();
   const Device device = q.device();
+#ifdef DTR_WITH_CUDA
+  if (device.is_cuda()) {
+    // The saved tensors are in dtype_; the gradients are written in it directly.
+    Tensor dq = needs_input_grad(0) ? empty(q.sizes(), {.dtype = dtype_, .device = device}) : Tensor();
+    Tensor dk = needs_input_grad(1) ? empty(k.sizes(), {.dtype = dtype_, .device = device}) : Tensor();
+    Tensor dv = needs_input_grad(2) ? empty(v.sizes(), {.dtype = dtype_, .device = device}) : Tensor();
+    const Tensor dout = grads[0].to(dtype_).contiguous();
+    Tensor delta = empty(lse.sizes(), {.dtype = lse.dtype(), .device = device});
+    dispatch_floating(dtype_, "scaled_dot_product_attention backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+      cuda::DeviceGuard guard(device.index);
+      kernels::cuda::attention_backward<T>(q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(),
+                                           lse.data<acc_t<T>>(), dout.data<T>(), dims_, ptr(dq),
+                                           ptr(dk), ptr(dv), delta.data<acc_t<T>>(),
+                                           cuda::current_stream(device.index));
+    });
+    result[0] = dq;
+    result[1] = dk;
+    result[2] = dv;
+    return result;
+  }
+#endif
+  const DType acc = q.dtype();
   Tensor dq = needs_input_grad(0) ? empty(q.sizes(), {.dtype = acc, .device = device}) : Tensor();
   Tensor dk = needs_input_grad(1) ? empty(k.sizes(), {.dtype = acc, .device = device}) : Tensor();
   Tensor dv = needs_input_grad(2) ? empty(v.sizes(), {.dtype = acc, .device = device}) : Tensor();

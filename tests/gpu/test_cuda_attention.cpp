@@ -1,0 +1,440 @@
+// scaled_dot_product_attention (dtensor/ops/attention.h) on cuda tensors against the
+// same op on the cpu: the output and the gradients of q, k and v (autograd backward
+// with one random dout), over B in {1, 2}, (Hq, Hkv) in {(1,1), (4,4), (8,2), (6,1)},
+// T and S in {1, 2, 17, 64, 129, 256} (T == S and T != S), D in {16, 32, 64, 80, 128},
+// causal or not, for f32, bf16 and f16 (bf16/f16 on both the tensor-core and the
+// CUDA-core kernels), plus f64, D = 256, non-contiguous inputs, the kernels' lse
+// (kernels/cuda/attention.h against kernels/cpu/attention.h), rows that see no key,
+// empty sizes, run-to-run determinism and errors. Inputs are fresh random numbers each
+// run (the seed is printed on failure): q, k uniform in [-2, 2) (a peaked softmax),
+// v and dout in [-1, 1).
+//
+// Tolerances. Both devices compute in f32 (f64 for f64) from the same rounded inputs,
+// in different orders. The output is compared element by element,
+// |gpu - cpu| <= atol + rtol |cpu| (|out| <= max|v| = 1):
+//   f32 atol 2e-5, rtol 1e-5; f64 1e-12, 1e-12;
+//   bf16 atol 2^-8, rtol 2^-7 (one bf16 rounding of the output, plus the tensor-core
+//   kernels' rounding of P to bf16 before P.V: |error| <= 2^-9 sum_s p_s |v_s|);
+//   f16 atol 2^-10, rtol 2^-10 (the same with f16's 3 more bits).
+// Gradients are compared as ||gpu - cpu|| / ||cpu|| (over the whole tensor), within
+//   f32 1e-4, f64 1e-10, bf16 2e-2, f16 4e-3: bf16/f16 gradients are rounded once, the
+// cuda backward sees out rounded to the dtype (the cpu one keeps it in f32), and the
+// tensor-core kernels round P and dS to the dtype before their products.
+#include "dtensor/cuda/cuda_runtime.h"
+#include "dtensor/error.h"
+#include "dtensor/factory.h"
+#include "dtensor/ops/attention.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace dtr;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
+
+Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo, double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
+  for (double& x : v) x = dist(gen);
+  return from_vector(v, shape).to(dtype);
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(kCpu).contiguous(), y = b.to(kCpu).contiguous();
+  return x.dtype() == y.dtype() && x.sizes() == y.sizes() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.numel() * element_size(x.dtype())) == 0;
+}
+
+// ||got - want|| / ||want|| (the plain norm of the difference when want is 0).
+double relative_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> g = values_of(got), w = values_of(want);
+  REQUIRE(g.size() == w.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    diff += (g[i] - w[i]) * (g[i] - w[i]);
+    norm += w[i] * w[i];
+  }
+  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+// Elements of [B, H, T, D] `got` off `want` by more than atol + rtol |want|; describes the first.
+struct Mismatches {
+  int64_t count = 0;
+  std::string first;
+};
+
+Mismatches compare(const Tensor& got, const Tensor& want, double atol, double rtol) {
+  const std::vector<double> g = values_of(got), w = values_of(want);
+  Mismatches m;
+  if (g.size() != w.size()) {
+    m.count = 1;
+    m.first = "sizes differ";
+    return m;
+  }
+  const Shape shape = want.sizes();
+  for (size_t i = 0; i < w.size(); ++i) {
+    const bool ok = std::isfinite(g[i]) && std::fabs(g[i] - w[i]) <= atol + rtol * std::fabs(w[i]);
+    if (!ok && m.count++ == 0) {
+      std::ostringstream os;
+      os.precision(9);
+      os << "flat index " << i;
+      if (shape.size() == 4) {
+        const int64_t D = shape[3], T = shape[2], H = shape[1];
+        const auto j = static_cast<int64_t>(i);
+        os << " = [b " << j / (D * T * H) << ", h " << j / (D * T) % H << ", t " << j / D % T << ", d "
+           << j % D << "]";
+      }
+      os << ": gpu " << g[i] << ", cpu " << w[i];
+      m.first = os.str();
+    }
+  }
+  return m;
+}
+
+#define CHECK_CLOSE(got, want, atol, rtol)                                                  \
+  do {                                                                                      \
+    const Mismatches mm_ = compare((got), (want), (atol), (rtol));                          \
+    INFO(#got << ": " << mm_.count << " elements off; first at " << mm_.first);             \
+    CHECK(mm_.count == 0);                                                                  \
+  } while (0)
+
+struct Tolerance {
+  double atol, rtol, grad;
+};
+
+Tolerance tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return {1e-12, 1e-12, 1e-10};
+    case DType::bf16: return {1.0 / 256, 1.0 / 128, 2e-2};
+    case DType::f16: return {1.0 / 1024, 1.0 / 1024, 4e-3};
+    default: return {2e-5, 1e-5, 1e-4};
+  }
+}
+
+struct Case {
+  int64_t B, Hq, Hkv, T, S, D;
+  bool causal;
+  DType dtype;
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream os;
+  os << name_of(c.dtype) << " B " << c.B << " Hq " << c.Hq << " Hkv " << c.Hkv << " T " << c.T << " S "
+     << c.S << " D " << c.D << (c.causal ? " causal" : " full");
+  return os.str();
+}
+
+// Inputs of a case, on the cpu, in the case's dtype.
+struct Inputs {
+  Tensor q, k, v, dout;
+};
+
+Inputs make_inputs(const Case& c, std::mt19937& gen) {
+  return {random_cpu({c.B, c.Hq, c.T, c.D}, c.dtype, gen, -2, 2),
+          random_cpu({c.B, c.Hkv, c.S, c.D}, c.dtype, gen, -2, 2),
+          random_cpu({c.B, c.Hkv, c.S, c.D}, c.dtype, gen, -1, 1),
+          random_cpu({c.B, c.Hq, c.T, c.D}, c.dtype, gen, -1, 1)};
+}
+
+struct Outputs {
+  Tensor out, dq, dk, dv;
+};
+
+// Forward and backward of the op on `device` (copies of the cpu inputs as leaves).
+Outputs run_op(const Inputs& in, bool causal, const Device& device, std::optional<double> scale = std::nullopt) {
+  const Tensor q = (device.is_cpu() ? in.q.detach() : in.q.to(device)).requires_grad_();
+  const Tensor k = (device.is_cpu() ? in.k.detach() : in.k.to(device)).requires_grad_();
+  const Tensor v = (device.is_cpu() ? in.v.detach() : in.v.to(device)).requires_grad_();
+  Tensor out = scaled_dot_product_attention(q, k, v, causal, scale);
+  out.backward(in.dout.to(device));
+  return {out, q.grad(), k.grad(), v.grad()};
+}
+
+// Allows or forbids the tensor-core kernels for a scope (allowed again at its end).
+struct TensorCores {
+  explicit TensorCores(bool on) { kernels::cuda::attention_enable_tensor_cores(on); }
+  ~TensorCores() { kernels::cuda::attention_enable_tensor_cores(true); }
+  TensorCores(const TensorCores&) = delete;
+  TensorCores& operator=(const TensorCores&) = delete;
+};
+
+// The op on cuda against the op on the cpu for one case; bf16/f16 on both the
+// tensor-core and the CUDA-core kernels.
+void check_case(const Case& c, std::mt19937& gen) {
+  CAPTURE(describe(c));
+  const Inputs in = make_inputs(c, gen);
+  const Outputs want = run_op(in, c.causal, kCpu);
+  const Tolerance tol = tolerance(c.dtype);
+  const bool half = c.dtype == DType::bf16 || c.dtype == DType::f16;
+  for (const bool tensor_cores : {true, false}) {
+    if (!tensor_cores && !half) continue;
+    CAPTURE(tensor_cores);
+    Outputs got;
+    {
+      const TensorCores scope(tensor_cores);
+      got = run_op(in, c.causal, kGpu);
+    }
+    // The backward ran last (autograd runs on this thread): it took the tensor cores
+    // exactly when they were allowed and take the case.
+    const bool tc_case = tensor_cores && half && (c.D == 64 || c.D == 128);
+    CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_case);
+    REQUIRE(got.out.device() == kGpu);
+    REQUIRE(got.out.dtype() == c.dtype);
+    REQUIRE(got.out.sizes() == want.out.sizes());
+    CHECK_CLOSE(got.out, want.out, tol.atol, tol.rtol);
+    REQUIRE(got.dq.defined());
+    REQUIRE(got.dk.defined());
+    REQUIRE(got.dv.defined());
+    CHECK(got.dq.dtype() == c.dtype);
+    CHECK(got.dk.sizes() == want.dk.sizes());
+    CHECK(relative_error(got.dq, want.dq) <= tol.grad);
+    CHECK(relative_error(got.dk, want.dk) <= tol.grad);
+    CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+  }
+}
+
+unsigned fresh_seed() { return std::random_device{}(); }
+
+}  // namespace
+
+TEST_CASE("cuda attention forward and gradients match the cpu over shapes, heads, dtypes and masks",
+          "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // (T, S) pairs, cycled through the other parameters: every length as T and as S,
+  // equal and unequal (T > S with causal leaves rows that see no key).
+  const std::vector<std::pair<int64_t, int64_t>> lengths = {
+      {1, 1},    {2, 2},    {17, 17},  {64, 64},  {129, 129}, {256, 256}, {1, 17},  {2, 64},
+      {17, 129}, {64, 256}, {129, 1},  {256, 2},  {17, 2},    {64, 17},   {129, 64}, {256, 129},
+      {2, 1},    {1, 256},  {129, 17}, {64, 129}};
+  const std::vector<std::pair<int64_t, int64_t>> heads = {{1, 1}, {4, 4}, {8, 2}, {6, 1}};
+  size_t next = 0;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const auto& [hq, hkv] : heads) {
+      for (const int64_t D : {16, 32, 64, 80, 128}) {
+        for (const bool causal : {false, true}) {
+          const auto [T, S] = lengths[next % lengths.size()];
+          const int64_t B = 1 + static_cast<int64_t>(next / 3 % 2);
+          ++next;
+          // The largest cases (B 2, 8 heads, 256 x 256) stay few: their cpu reference is the cost.
+          check_case({B, hq, hkv, T, S, D, causal, dtype}, gen);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda attention in f64, with head_dim 256 and with a given scale matches the cpu", "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  check_case({2, 4, 2, 33, 47, 24, true, DType::f64}, gen);
+  check_case({1, 2, 1, 129, 64, 128, false, DType::f64}, gen);
+  check_case({1, 2, 2, 17, 64, 256, true, DType::f64}, gen);
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    check_case({1, 2, 1, 70, 70, 256, true, dtype}, gen);
+    check_case({2, 3, 3, 65, 31, 200, false, dtype}, gen);
+    check_case({1, 4, 2, 96, 96, 96, true, dtype}, gen);
+    check_case({1, 2, 2, 40, 50, 1, false, dtype}, gen);
+  }
+  // An explicit scale (a sharper softmax).
+  const Case c{1, 4, 2, 65, 65, 64, true, DType::f32};
+  CAPTURE(describe(c));
+  const Inputs in = make_inputs(c, gen);
+  const Outputs want = run_op(in, c.causal, kCpu, 0.9);
+  const Outputs got = run_op(in, c.causal, kGpu, 0.9);
+  CHECK_CLOSE(got.out, want.out, 2e-5, 1e-5);
+  CHECK(relative_error(got.dq, want.dq) <= 1e-4);
+  CHECK(relative_error(got.dk, want.dk) <= 1e-4);
+  CHECK(relative_error(got.dv, want.dv) <= 1e-4);
+}
+
+TEST_CASE("cuda attention takes non-contiguous q, k, v like the cpu", "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    CAPTURE(name_of(dtype));
+    // [B, T, H, D] storage seen as [B, H, T, D], as an attention layer produces it.
+    const Tensor q = random_cpu({2, 37, 4, 64}, dtype, gen, -2, 2).transpose(1, 2);
+    const Tensor k = random_cpu({2, 45, 2, 64}, dtype, gen, -2, 2).transpose(1, 2);
+    const Tensor v = random_cpu({2, 45, 2, 64}, dtype, gen, -1, 1).transpose(1, 2);
+    const Tensor dout = random_cpu({2, 4, 37, 64}, dtype, gen, -1, 1);
+    const Inputs in{q, k, v, dout};
+    const Outputs want = run_op(in, true, kCpu);
+    const Outputs got = run_op(in, true, kGpu);
+    const Tolerance tol = tolerance(dtype);
+    CHECK_CLOSE(got.out, want.out, tol.atol, tol.rtol);
+    CHECK(relative_error(got.dq, want.dq) <= tol.grad);
+    CHECK(relative_error(got.dk, want.dk) <= tol.grad);
+    CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+  }
+}
+
+TEST_CASE("cuda attention kernels write the cpu kernel's lse, -inf and 0 for rows that see no key",
+          "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // Causal with T > S: rows t < T - S see no key. D 64 takes the tensor-core kernels
+  // for bf16, D 40 the CUDA-core ones.
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const int64_t D : {40, 64}) {
+      const kernels::cpu::AttentionDims dims{.batch = 2, .q_heads = 4, .kv_heads = 2, .q_len = 150,
+                                             .kv_len = 70, .head_dim = D, .causal = true,
+                                             .scale = 1.0 / std::sqrt(static_cast<double>(D))};
+      CAPTURE(name_of(dtype), D);
+      const Tensor q = random_cpu({2, 4, 150, D}, dtype, gen, -2, 2);
+      const Tensor k = random_cpu({2, 2, 70, D}, dtype, gen, -2, 2);
+      const Tensor v = random_cpu({2, 2, 70, D}, dtype, gen, -1, 1);
+      // The cpu kernel on the values converted to float.
+      const Tensor qf = q.to(DType::f32), kf = k.to(DType::f32), vf = v.to(DType::f32);
+      Tensor out_cpu = empty(q.sizes(), {.dtype = DType::f32});
+      Tensor lse_cpu = empty({2, 4, 150}, {.dtype = DType::f32});
+      kernels::cpu::attention_forward<float>(qf.data<float>(), kf.data<float>(), vf.data<float>(), dims,
+                                             out_cpu.data<float>(), lse_cpu.data<float>());
+      const Tensor qg = q.to(kGpu), kg = k.to(kGpu), vg = v.to(kGpu);
+      Tensor out_gpu = empty(q.sizes(), {.dtype = dtype, .device = kGpu});
+      Tensor lse_gpu = empty({2, 4, 150}, {.dtype = DType::f32, .device = kGpu});
+      dispatch_floating(dtype, "test", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (!std::is_same_v<T, double>) {
+          kernels::cuda::attention_forward<T>(qg.data<T>(), kg.data<T>(), vg.data<T>(), dims, out_gpu.data<T>(),
+                                              lse_gpu.data<float>(), cuda::current_stream(0));
+        }
+      });
+      const bool tc_expected = dtype != DType::f32 && D == 64;
+      CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_expected);
+      const std::vector<double> lse = values_of(lse_gpu), lse_want = values_of(lse_cpu);
+      const std::vector<double> out = values_of(out_gpu);
+      int64_t lse_off = 0, empty_rows = 0, nonzero_in_empty = 0;
+      std::ostringstream first_off;
+      for (size_t row = 0; row < lse.size(); ++row) {
+        const int64_t t = static_cast<int64_t>(row % 150);
+        const bool sees_none = t < 150 - 70;
+        empty_rows += sees_none;
+        const bool ok = sees_none ? std::isinf(lse[row]) && lse[row] < 0
+                                  : std::fabs(lse[row] - lse_want[row]) <= 1e-5 * (1 + std::fabs(lse_want[row]));
+        if (!ok && lse_off++ == 0) first_off << "row " << row << ": gpu " << lse[row] << ", cpu " << lse_want[row];
+        if (sees_none) {
+          for (int64_t d = 0; d < D; ++d) nonzero_in_empty += out[row * D + d] != 0.0;
+        }
+      }
+      CHECK(empty_rows == 2 * 4 * 80);
+      INFO("lse: " << lse_off << " rows off; first at " << first_off.str());
+      CHECK(lse_off == 0);
+      CHECK(nonzero_in_empty == 0);
+      const Tolerance tol = tolerance(dtype);
+      CHECK_CLOSE(out_gpu, out_cpu.to(dtype), tol.atol, tol.rtol);
+    }
+  }
+}
+
+TEST_CASE("cuda attention gives rows that see no key a zero output and zero dq", "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const Case c{2, 8, 2, 17, 2, 64, true, dtype};
+    CAPTURE(describe(c));
+    const Inputs in = make_inputs(c, gen);
+    const Outputs got = run_op(in, true, kGpu);
+    const Outputs want = run_op(in, true, kCpu);
+    const std::vector<double> out = values_of(got.out), dq = values_of(got.dq);
+    int64_t nonzero = 0;
+    for (int64_t row = 0; row < 2 * 8 * 17; ++row) {
+      if (row % 17 >= 15) continue;  // rows 15, 16 see keys 0 and 0..1
+      for (int64_t d = 0; d < 64; ++d) nonzero += (out[row * 64 + d] != 0.0) + (dq[row * 64 + d] != 0.0);
+    }
+    CHECK(nonzero == 0);
+    const Tolerance tol = tolerance(dtype);
+    CHECK_CLOSE(got.out, want.out, tol.atol, tol.rtol);
+    CHECK(relative_error(got.dq, want.dq) <= tol.grad);
+    CHECK(relative_error(got.dk, want.dk) <= tol.grad);
+    CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+  }
+}
+
+TEST_CASE("cuda attention with empty sizes gives what the cpu gives", "[gpu][attention]") {
+  std::mt19937 gen(7);
+  // S = 0: every row sees no key (out 0, dq 0); T = 0: dk, dv are 0.
+  for (const auto& [T, S] : std::vector<std::pair<int64_t, int64_t>>{{5, 0}, {0, 5}}) {
+    const Case c{1, 2, 1, T, S, 32, false, DType::f32};
+    CAPTURE(describe(c));
+    const Inputs in = make_inputs(c, gen);
+    const Outputs got = run_op(in, c.causal, kGpu);
+    const Outputs want = run_op(in, c.causal, kCpu);
+    CHECK(got.out.sizes() == want.out.sizes());
+    CHECK(values_of(got.out) == values_of(want.out));
+    CHECK(values_of(got.dq) == values_of(want.dq));
+    CHECK(values_of(got.dk) == values_of(want.dk));
+    CHECK(values_of(got.dv) == values_of(want.dv));
+  }
+}
+
+TEST_CASE("cuda attention forward and backward are bitwise reproducible", "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    for (const bool tensor_cores : {true, false}) {
+      const Case c{2, 8, 2, 129, 129, 64, true, dtype};
+      CAPTURE(describe(c), tensor_cores);
+      const Inputs in = make_inputs(c, gen);
+      const TensorCores scope(tensor_cores);
+      const Outputs a = run_op(in, true, kGpu);
+      const Outputs b = run_op(in, true, kGpu);
+      CHECK(same_bits(a.out, b.out));
+      CHECK(same_bits(a.dq, b.dq));
+      CHECK(same_bits(a.dk, b.dk));
+      CHECK(same_bits(a.dv, b.dv));
+    }
+  }
+}
+
+TEST_CASE("cuda attention rejects bad inputs with dtr::Error", "[gpu][attention]") {
+  const auto opts = TensorOptions{.dtype = DType::bf16, .device = kGpu};
+  // Hq = 6 is not a multiple of Hkv = 4.
+  CHECK_THROWS_AS(scaled_dot_product_attention(zeros({1, 6, 8, 16}, opts), zeros({1, 4, 8, 16}, opts),
+                                               zeros({1, 4, 8, 16}, opts), true),
+                  Error);
+  // head_dim over the CUDA kernels' 256.
+  CHECK_THROWS_AS(scaled_dot_product_attention(zeros({1, 1, 4, 257}, opts), zeros({1, 1, 4, 257}, opts),
+                                               zeros({1, 1, 4, 257}, opts)),
+                  Error);
+  // q on cuda, k and v on the cpu.
+  CHECK_THROWS_AS(scaled_dot_product_attention(zeros({1, 1, 4, 16}, opts), zeros({1, 1, 4, 16}, {.dtype = DType::bf16}),
+                                               zeros({1, 1, 4, 16}, {.dtype = DType::bf16})),
+                  Error);
+  // The launcher itself checks the group ratio too.
+  const Tensor x = zeros({1, 6, 8, 16}, {.dtype = DType::f32, .device = kGpu});
+  Tensor out = empty({1, 6, 8, 16}, {.dtype = DType::f32, .device = kGpu});
+  Tensor lse = empty({1, 6, 8}, {.dtype = DType::f32, .device = kGpu});
+  const kernels::cpu::AttentionDims dims{.batch = 1, .q_heads = 6, .kv_heads = 4, .q_len = 8,
+                                         .kv_len = 8, .head_dim = 16, .causal = false, .scale = 0.25};
+  CHECK_THROWS_AS(kernels::cuda::attention_forward<float>(x.data<float>(), x.data<float>(), x.data<float>(), dims,
+                                                          out.data<float>(), lse.data<float>(),
+                                                          cuda::current_stream(0)),
+                  Error);
+}
