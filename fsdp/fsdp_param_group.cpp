@@ -1,5 +1,7 @@
 #include "fsdp/fsdp_param_group.h"
 
+#include "fsdp/copy_batch.h"
+
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
@@ -55,12 +57,14 @@ void FSDPParamGroup::issue_all_gather() {
     return;
   }
   Tensor input = dtr::empty({flat_numel_}, options);
+  std::vector<CopyJob> copy_in;  // shards cast to the compute dtype, padding zeroed: one launch on CUDA
   for (auto& p : params_) {
     Tensor segment = input.narrow(0, p->flat_offset(), p->padded_numel());
     const int64_t used = p->local_rows() * p->row_numel();
-    if (used > 0) segment.narrow(0, 0, used).copy_(p->sharded().detach().reshape({used}));
-    if (used < p->padded_numel()) segment.narrow(0, used, p->padded_numel() - used).zero_();
+    if (used > 0) copy_in.push_back({segment.narrow(0, 0, used), p->sharded().detach().reshape({used})});
+    if (used < p->padded_numel()) copy_in.push_back({segment.narrow(0, used, p->padded_numel() - used), Tensor()});
   }
+  copy_batch(copy_in);
   Tensor output = dtr::empty({k * flat_numel_}, options);
   all_gather_ = {shard_group()->all_gather_into_tensor(output, input), input, output};
 }
@@ -82,15 +86,19 @@ void FSDPParamGroup::wait_for_unshard() {
   autograd::NoGradGuard no_grad;
   const int64_t k = shard_size();
   Tensor gathered = all_gather_.output.view({k, flat_numel_});
+  std::vector<CopyJob> copy_out;  // each parameter's k row blocks: one launch on CUDA
+  std::vector<uint64_t> versions;
   for (auto& p : params_) {
     p->allocate_unsharded(device());
-    const Storage& storage = p->unsharded().storage();
-    const uint64_t version = storage.version();
+    versions.push_back(p->unsharded().storage().version());
     Tensor src = gathered.narrow(1, p->flat_offset(), p->padded_numel()).view({k, p->padded_rows(), p->row_numel()});
-    p->unsharded_padded().view({k, p->padded_rows(), p->row_numel()}).copy_(src);
+    copy_out.push_back({p->unsharded_padded().view({k, p->padded_rows(), p->row_numel()}), src});
+  }
+  copy_batch(copy_out);
+  for (size_t i = 0; i < params_.size(); ++i) {
     // Refilling memory autograd saved in forward is not a modification of it.
-    storage.restore_version(version);
-    p->install_unsharded();
+    params_[i]->unsharded().storage().restore_version(versions[i]);
+    params_[i]->install_unsharded();
   }
   all_gather_ = {};
   unsharded_ = true;
@@ -112,16 +120,19 @@ void FSDPParamGroup::reshard(bool keep_piece) {
     const int64_t per_block = n / k, first = post_forward_group_->rank() * per_block;
     post_forward_piece_ = dtr::zeros({per_block * flat_numel_}, {.dtype = compute_dtype_,
                                                                    .device = device(), .tag = MemoryTag::param});
+    std::vector<CopyJob> keep;
     for (auto& p : params_) {
       const int64_t rows = p->global_shape()[0];
       Tensor unsharded_rows = p->unsharded().detach().reshape({rows, p->row_numel()});
       for (int64_t s = first; s < first + per_block; ++s) {
         ShardRange range = shard_range(rows, n, s);
         if (range.length == 0) continue;
-        post_forward_piece_.narrow(0, (s - first) * flat_numel_ + p->flat_offset(), range.length * p->row_numel())
-            .copy_(unsharded_rows.narrow(0, range.offset, range.length).reshape({range.length * p->row_numel()}));
+        keep.push_back(
+            {post_forward_piece_.narrow(0, (s - first) * flat_numel_ + p->flat_offset(), range.length * p->row_numel()),
+             unsharded_rows.narrow(0, range.offset, range.length).reshape({range.length * p->row_numel()})});
       }
     }
+    copy_batch(keep);
   }
   for (auto& p : params_) {
     p->install_sharded();
@@ -140,6 +151,7 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
   // parameters that got no gradient (their reduce-scatter still runs).
   Tensor input = dtr::empty({k * flat_numel_}, options);
   Tensor by_rank = input.view({k, flat_numel_});
+  std::vector<CopyJob> copy_in;  // gradient rows cast to the reduce dtype, padding zeroed: one launch on CUDA
   for (auto& p : params_) {
     const Tensor grad = p->unsharded().defined() ? p->unsharded().grad() : Tensor();
     const int64_t rows = p->global_shape()[0];
@@ -148,13 +160,12 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
       Tensor segment = by_rank.select(0, r).narrow(0, p->flat_offset(), p->padded_numel());
       ShardRange range = grad.defined() ? shard_range(rows, k, r) : ShardRange{};
       const int64_t used = range.length * p->row_numel();
-      if (used > 0) {
-        segment.narrow(0, 0, used).copy_(grad_rows.narrow(0, range.offset, range.length).reshape({used}));
-      }
-      if (used < p->padded_numel()) segment.narrow(0, used, p->padded_numel() - used).zero_();
+      if (used > 0) copy_in.push_back({segment.narrow(0, 0, used), grad_rows.narrow(0, range.offset, range.length).reshape({used})});
+      if (used < p->padded_numel()) copy_in.push_back({segment.narrow(0, used, p->padded_numel() - used), Tensor()});
     }
-    if (grad.defined()) p->unsharded().set_grad({});
+    if (grad.defined()) p->unsharded().set_grad({});  // copy_in keeps its memory until the copies are issued
   }
+  copy_batch(copy_in);
   // Dividing by the number of data-parallel ranks (or the user's factor). f16
   // overflows when summing large gradients and underflows when dividing first:
   // split the division around the reduction, like FSDP2.
@@ -192,15 +203,24 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
     }
   }
   MemoryTagGuard tag(MemoryTag::grad);
-  for (auto& p : params_) {
-    Tensor shard = p->sharded();
+  // Each shard's rows of the reduced buffer, cast to the shard's dtype, into a new
+  // tensor (one launch on CUDA), then scaled and accumulated per parameter.
+  std::vector<CopyJob> copy_out;
+  std::vector<Tensor> locals(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor shard = params_[i]->sharded();
     if (!shard.requires_grad()) continue;
-    Tensor local = reduced.narrow(0, p->flat_offset(), p->local_rows() * p->row_numel())
-                       .view(shard.sizes())
-                       .to(shard.dtype());
-    local = post_divide_ != 1.0 ? mul(local, Scalar(1.0 / post_divide_)) : local.clone();
-    if (local.device() != shard.device()) local = local.to(shard.device());  // CPU offload
-    shard.set_grad(shard.grad().defined() ? add(shard.grad(), local) : local);
+    locals[i] = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .device = shard.device()});
+    copy_out.push_back({locals[i], reduced.narrow(0, params_[i]->flat_offset(),
+                                                  params_[i]->local_rows() * params_[i]->row_numel())
+                                       .view(shard.sizes())});
+  }
+  copy_batch(copy_out);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!locals[i].defined()) continue;
+    Tensor shard = params_[i]->sharded();
+    if (post_divide_ != 1.0) mul_(locals[i], Scalar(1.0 / post_divide_));
+    shard.set_grad(shard.grad().defined() ? add(shard.grad(), locals[i]) : locals[i]);
   }
   reduce_scatter_ = {};
 }

@@ -4,7 +4,9 @@
 // unsharded tensor. Gradient reduction: copy every unsharded gradient into one
 // flat buffer laid out rank by rank, one reduce_scatter_tensor, then each rank's
 // rows are added to its shards' .grad. Both collectives are issued
-// asynchronously and waited on later, so they overlap compute.
+// asynchronously and waited on later, so they overlap compute. Each of those
+// per-parameter copy loops is one copy_batch (fsdp/copy_batch.h): one kernel
+// launch on CUDA, copy_ per parameter on the CPU.
 //
 // Mixed precision: the all-gather runs in the compute dtype (shards are cast in
 // the copy-in), the reduce-scatter in the reduce dtype, and the result is cast to

@@ -13,16 +13,8 @@
 
 namespace dtr::kernels::cpu {
 
-namespace {
-
-// One tensor's scalars, rounded to T as the op-by-op AdamW rounds its Scalars.
 template <class T>
-struct Coeffs {
-  T decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, step_size;
-};
-
-template <class T>
-Coeffs<T> coeffs_for(const AdamWHyper& h, int64_t step) {
+AdamWCoeffs<T> adamw_coeffs(const AdamWHyper& h, int64_t step) {
   const auto t = static_cast<double>(step);
   const double bias_correction1 = 1.0 - std::pow(h.beta1, t);
   const double bias_correction2 = 1.0 - std::pow(h.beta2, t);
@@ -35,6 +27,14 @@ Coeffs<T> coeffs_for(const AdamWHyper& h, int64_t step) {
           .eps = convert<T>(h.eps),
           .step_size = convert<T>(-h.lr / bias_correction1)};
 }
+
+template AdamWCoeffs<float> adamw_coeffs<float>(const AdamWHyper&, int64_t);
+template AdamWCoeffs<double> adamw_coeffs<double>(const AdamWHyper&, int64_t);
+
+namespace {
+
+template <class T>
+using Coeffs = AdamWCoeffs<T>;
 
 // The fused update over n contiguous elements: no branches, no aliasing, so GCC
 // vectorises it (SSE2: 4 floats / 2 doubles a lane; wider with -march).
@@ -92,7 +92,7 @@ void adamw(const AdamWTensor<T, G>* tensors, size_t count, const AdamWHyper& hyp
   coeffs.reserve(count);
   for (size_t k = 0; k < count; ++k) {
     offsets[k + 1] = offsets[k] + tensors[k].numel;
-    coeffs.push_back(coeffs_for<T>(hyper, tensors[k].step));
+    coeffs.push_back(adamw_coeffs<T>(hyper, tensors[k].step));
   }
   const int64_t total = offsets[count];
   if (total == 0) return;

@@ -32,6 +32,20 @@ struct AdamWHyper {
   double weight_decay = 0.01;
 };
 
+// One tensor's scalars for update `step`, rounded to T as the op-by-op AdamW rounds
+// its Scalars: decay = T(1 - lr * weight_decay), step_size = T(-lr / (1 - beta1^t)),
+// bias_correction2_sqrt = T(sqrt(1 - beta2^t)), the others T(hyperparameter).
+// Computed on the host in double; the CUDA kernel (kernels/cuda/adamw.h) takes the
+// same values, so both devices start every update from the same bits.
+template <class T>
+struct AdamWCoeffs {
+  T decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, step_size;
+};
+
+// Instantiated for float and double.
+template <class T>
+AdamWCoeffs<T> adamw_coeffs(const AdamWHyper& hyper, int64_t step);
+
 // One parameter's arrays, each `numel` contiguous elements (none overlapping),
 // and its update count t >= 1 (already incremented for this update).
 template <class T, class G>

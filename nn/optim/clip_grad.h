@@ -12,6 +12,17 @@
 // sharded parameters: a parameter carrying a DTensorSpec (fully_shard's shards)
 // contributes its local part, combined over the mesh dims that shard it, so the
 // norm is the global one on every rank; other parameters count once.
+//
+// A NaN gradient makes every norm NaN, the inf-norm included.
+//
+// CUDA: gradients on a CUDA device are reduced there by multi-tensor kernels
+// (kernels/cuda/grad_norm.h: per-chunk partial sums in double, folded in a fixed
+// order, so bitwise reproducible run to run; equal to the CPU's value up to
+// double rounding of a different summation order). When every parameter and
+// grad lives on one CUDA device, global_grad_norm_pow all-reduces the sharded
+// parts as device tensors (NCCL or MPI), and clip_grad_norm_ computes the clip
+// coefficient and scales the grads on the device (one launch per dtype) before
+// its one host synchronization, the read-back of the norm it returns.
 #pragma once
 
 #include "dtensor/tensor.h"
