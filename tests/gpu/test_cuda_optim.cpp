@@ -260,16 +260,14 @@ TEST_CASE("CUDA adamw kernel keeps subnormal and tiny values as the CPU does", "
   CHECK_SAME_BITS(gpu[3], cpu[3], "exp_avg_sq");
 }
 
-TEST_CASE("CUDA FusedAdamW refuses strided parameters, grads on another device and bad kernel input",
+TEST_CASE("CUDA FusedAdamW refuses strided parameters, and the kernel refuses bad input",
           "[gpu][optim]") {
   Tensor strided = randn({3, 4}).to(kGpu).t();
   strided.requires_grad_();
   CHECK_THROWS_WITH(FusedAdamW({strided}, {}), Catch::Contains("not contiguous"));
   Tensor p = randn({5}).to(kGpu);
   p.requires_grad_();
-  FusedAdamW opt({p}, {});
-  p.set_grad(randn({5}));  // on the CPU
-  CHECK_THROWS_AS(opt.step(), Error);
+  CHECK_THROWS_AS(p.set_grad(randn({5})), Error);  // a grad on another device never reaches the optimizer
   float* x = p.detach().data<float>();
   kernels::cpu::AdamWTensor<float, float> bad_step{x, x, x, x, 5, 0};
   CHECK_THROWS_AS(kernels::cuda::adamw(&bad_step, 1, {}, cuda::current_stream(0)), Error);
