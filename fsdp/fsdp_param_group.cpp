@@ -4,6 +4,7 @@
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
 #include "dtensor/memory_stats.h"
+#include "dtensor/profiler.h"
 #include "dtensor/ops/elementwise.h"
 
 #include <cmath>
@@ -42,12 +43,14 @@ void FSDPParamGroup::issue_all_gather() {
     return;
   }
   Tensor input = dtr::empty({flat_numel_}, options);
+  profiler::Span copy_in("fsdp", "all_gather copy_in");
   for (auto& p : params_) {
     Tensor segment = input.narrow(0, p->flat_offset(), p->padded_numel());
     const int64_t used = p->local_rows() * p->row_numel();
     if (used > 0) segment.narrow(0, 0, used).copy_(p->sharded().detach().reshape({used}));
     if (used < p->padded_numel()) segment.narrow(0, used, p->padded_numel() - used).zero_();
   }
+  copy_in.end();
   Tensor output = dtr::empty({k * flat_numel_}, options);
   all_gather_ = {shard_group()->all_gather_into_tensor(output, input), input, output};
 }
@@ -66,6 +69,7 @@ void FSDPParamGroup::wait_for_unshard() {
   }
   issue_all_gather();
   all_gather_.work->wait();
+  DTR_PROFILE_SCOPE("fsdp", "all_gather copy_out");
   autograd::NoGradGuard no_grad;
   const int64_t k = shard_size();
   Tensor gathered = all_gather_.output.view({k, flat_numel_});
@@ -123,6 +127,7 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
   autograd::NoGradGuard no_grad;
   const int64_t k = shard_size();
   TensorOptions options{.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer};
+  profiler::Span copy_in("fsdp", "reduce_scatter copy_in");
   // Every element is written once: gradient rows, or zeros for padding and for
   // parameters that got no gradient (their reduce-scatter still runs).
   Tensor input = dtr::empty({k * flat_numel_}, options);
@@ -142,6 +147,7 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
     }
     if (grad.defined()) p->unsharded().set_grad({});
   }
+  copy_in.end();
   // Dividing by the number of data-parallel ranks (or the user's factor). f16
   // overflows when summing large gradients and underflows when dividing first:
   // split the division around the reduction, like FSDP2.
@@ -179,6 +185,7 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
     }
   }
   MemoryTagGuard tag(MemoryTag::grad);
+  DTR_PROFILE_SCOPE("fsdp", "reduce_scatter copy_out");
   for (auto& p : params_) {
     Tensor shard = p->sharded();
     if (!shard.requires_grad()) continue;
