@@ -11,10 +11,13 @@
 #include "dtensor/allocator.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/log.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/nn.h"
+#include "dtensor/profiler.h"
 #include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/summary.h"
 #include "mesh/distributed.h"
 #include "nn/checkpoint.h"
 #include "nn/optim/clip_grad.h"
@@ -73,6 +76,7 @@ struct Batch {
 };
 
 Batch make_batch(const TokenDataset& ds, const std::vector<int64_t>& windows, int64_t seq) {
+  DTR_PROFILE_SCOPE("data", "load batch");
   std::vector<int64_t> inputs, targets;
   inputs.reserve(windows.size() * static_cast<size_t>(seq));
   targets.reserve(windows.size() * static_cast<size_t>(seq));
@@ -159,6 +163,7 @@ void write_plot(const std::string& path, const std::vector<std::pair<double, dou
 }  // namespace
 
 int run_training(TrainConfig c) {
+  if (!c.profile.empty()) profiler::start({.path = c.profile});  // stopped after the last step
   const int rank = distributed::rank();
   const mesh::ProcessGroupPtr world = distributed::world_group();
 
@@ -197,6 +202,7 @@ int run_training(TrainConfig c) {
   model->to_empty(Device::cpu());
   manual_seed(c.seed);
   model->reset_parameters();
+  if (rank == 0) DTR_LOG_INFO("model summary (shards of rank 0):\n{}", fsdp::summarize(*model).to_string());
 
   const std::vector<Tensor> params = model->parameters();
   nn::optim::FusedAdamW opt(params, {.lr = c.lr, .weight_decay = c.weight_decay});
@@ -241,6 +247,7 @@ int run_training(TrainConfig c) {
   const auto start = Clock::now();
   double first_loss = 0, last_loss = 0;
   for (int64_t step = start_step; step < c.steps; ++step) {
+    DTR_PROFILE_SCOPE("train", "step");
     const auto t0 = Clock::now();
     const double lr = nn::optim::apply_lr_schedule(opt, schedule, step);
     const std::vector<int64_t> windows = s.sampler->next();
@@ -298,6 +305,7 @@ int run_training(TrainConfig c) {
     }
   }
   const double elapsed = seconds_since(start);
+  profiler::stop();  // --profile or DTR_PROFILE: write the traces, rank 0 prints the top spans
 
   // 4. The end: plot, summary, sample.
   if (rank == 0) {
