@@ -6,6 +6,7 @@
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
 #include "dtensor/memory_stats.h"
+#include "dtensor/profiler.h"
 #include "dtensor/ops/elementwise.h"
 
 #include <cmath>
@@ -57,6 +58,7 @@ void FSDPParamGroup::issue_all_gather() {
     return;
   }
   Tensor input = dtr::empty({flat_numel_}, options);
+  DTR_PROFILE_SCOPE("fsdp", "all_gather copy_in");
   std::vector<CopyJob> copy_in;  // shards cast to the compute dtype, padding zeroed: one launch on CUDA
   for (auto& p : params_) {
     Tensor segment = input.narrow(0, p->flat_offset(), p->padded_numel());
@@ -83,6 +85,7 @@ void FSDPParamGroup::wait_for_unshard() {
   }
   issue_all_gather();
   all_gather_.work->wait();
+  DTR_PROFILE_SCOPE("fsdp", "all_gather copy_out");
   autograd::NoGradGuard no_grad;
   const int64_t k = shard_size();
   Tensor gathered = all_gather_.output.view({k, flat_numel_});
@@ -147,6 +150,7 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
   autograd::NoGradGuard no_grad;
   const int64_t k = shard_size();
   TensorOptions options{.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer};
+  profiler::Span copy_in_span("fsdp", "reduce_scatter copy_in");
   // Every element is written once: gradient rows, or zeros for padding and for
   // parameters that got no gradient (their reduce-scatter still runs).
   Tensor input = dtr::empty({k * flat_numel_}, options);
@@ -166,6 +170,7 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
     if (grad.defined()) p->unsharded().set_grad({});  // copy_in keeps its memory until the copies are issued
   }
   copy_batch(copy_in);
+  copy_in_span.end();
   // Dividing by the number of data-parallel ranks (or the user's factor). f16
   // overflows when summing large gradients and underflows when dividing first:
   // split the division around the reduction, like FSDP2.
@@ -203,6 +208,7 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
     }
   }
   MemoryTagGuard tag(MemoryTag::grad);
+  DTR_PROFILE_SCOPE("fsdp", "reduce_scatter copy_out");
   // Each shard's rows of the reduced buffer, cast to the shard's dtype, into a new
   // tensor (one launch on CUDA), then scaled and accumulated per parameter.
   std::vector<CopyJob> copy_out;

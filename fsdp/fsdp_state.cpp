@@ -4,6 +4,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/error.h"
+#include "dtensor/profiler.h"
 #include "fsdp/registry.h"
 
 #include <algorithm>
@@ -34,6 +35,7 @@ int FSDPState::post_forward_reshard() const {
 void FSDPState::unshard() { group_->wait_for_unshard(); }
 
 void FSDPState::lazy_init() {
+  if (profiler::enabled()) nn::name_modules_for_profiling(module_);  // "layers.0 (TransformerBlock)" in traces
   auto context = std::make_shared<FSDPContext>();
   for (auto& [path, m] : module_.named_modules()) {
     if (auto state = find_state(*m)) {
@@ -56,6 +58,7 @@ std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
 }
 
 Tensor FSDPState::pre_forward(const Tensor& input_in) {
+  DTR_PROFILE_SCOPE("fsdp", "pre_forward");
   if (!context_) lazy_init();
   Tensor input = input_in;
   const auto& mp = options_.mp_policy;
@@ -94,6 +97,7 @@ Tensor FSDPState::pre_forward(const Tensor& input_in) {
 }
 
 Tensor FSDPState::post_forward(const Tensor& output_in) {
+  DTR_PROFILE_SCOPE("fsdp", "post_forward");
   Tensor output = output_in;
   const auto& mp = options_.mp_policy;
   if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
@@ -115,6 +119,7 @@ Tensor FSDPState::post_forward(const Tensor& output_in) {
 }
 
 void FSDPState::pre_backward() {
+  DTR_PROFILE_SCOPE("fsdp", "pre_backward");
   if (!context_->backward_queued) {
     context_->backward_queued = true;
     auto root = context_->states.front()->shared_from_this();
@@ -125,6 +130,7 @@ void FSDPState::pre_backward() {
 }
 
 void FSDPState::post_backward() {
+  DTR_PROFILE_SCOPE("fsdp", "post_backward");
   if (ran_post_backward_) return;
   ran_post_backward_ = true;
   if (requires_gradient_sync && !group_->empty()) {
@@ -141,6 +147,7 @@ void FSDPState::post_backward() {
 }
 
 void FSDPState::finish_backward() {
+  DTR_PROFILE_SCOPE("fsdp", "finish_backward");
   // Groups whose backward never ran (no input needing grad, or no gradient
   // reached them) still reduce, in backward order on every rank.
   const auto& order = context_->forward_order;

@@ -2,6 +2,7 @@
 
 #include "dtensor/error.h"
 #include "dtensor/log.h"
+#include "dtensor/profiler.h"
 #include "mesh/mpi/mpi_process_group.h"
 #include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"
@@ -102,6 +103,7 @@ void init(const InitOptions& options) {
   MPI_Comm_size(node, &state.local_world_size);
   MPI_Comm_free(&node);
   set_log_rank(state.rank);
+  profiler::set_rank(state.rank);
 
   mesh::mpi::create_mpi_types();
   mesh::mpi::ProgressEngine::instance().start(state.thread_level);
@@ -124,6 +126,7 @@ void init(const InitOptions& options) {
 void finalize() {
   std::lock_guard lock(g_mutex);
   if (!g_state.initialized) return;
+  profiler::finalize();  // DTR_PROFILE: write this rank's trace (no communication)
   auto& engine = mesh::mpi::ProgressEngine::instance();
   if (size_t pending = engine.pending_count()) {
     DTR_LOG_WARN("distributed finalize: {} collectives still pending; wait() on them before finalize()", pending);

@@ -11,7 +11,10 @@
 namespace dtr::mesh {
 
 ProcessGroup::ProcessGroup(int rank, std::vector<int> global_ranks, std::string name)
-    : rank_(rank), global_ranks_(std::move(global_ranks)), name_(std::move(name)) {
+    : rank_(rank),
+      global_ranks_(std::move(global_ranks)),
+      name_(std::move(name)),
+      profile_name_(profiler::intern(name_)) {
   DTR_INTERNAL_ASSERT(rank_ >= 0 && rank_ < size(), "rank {} outside a group of {}", rank_, size());
 }
 
@@ -60,14 +63,19 @@ void check_contiguous(const Tensor& t, std::string_view what, std::string_view o
 
 }  // namespace
 
-CollectiveCall ProcessGroup::begin_collective(CollectiveKind kind, const Tensor& input, const Tensor& output,
-                                              std::optional<ReduceOp> op, int root) {
+CollectiveCall ProcessGroup::begin_collective(profiler::Span& span, CollectiveKind kind, const Tensor& input,
+                                              const Tensor& output, std::optional<ReduceOp> op, int root) {
   CollectiveCall call;
+  if (span.active()) {
+    const Tensor& payload = input.defined() ? input : output;
+    span.arg("bytes", payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0).str_arg("group", profile_name_);
+  }
   {
     std::lock_guard lock(mutex_);
     const bool p2p = kind == CollectiveKind::send || kind == CollectiveKind::recv;
     int64_t seq = p2p ? ++p2p_sequence_ : ++sequence_;
     call = describe_call(kind, seq, input, output, op, root);
+    span.arg("seq", seq);
     stats_.calls[static_cast<int>(kind)] += 1;
     const Tensor& payload = input.defined() ? input : output;
     if (payload.defined()) stats_.bytes[static_cast<int>(kind)] += static_cast<int64_t>(payload.nbytes());
@@ -81,8 +89,15 @@ CollectiveCall ProcessGroup::begin_collective(CollectiveKind kind, const Tensor&
   return call;
 }
 
-WorkPtr ProcessGroup::finish_issue(WorkPtr work, const CollectiveCall& call) {
+WorkPtr ProcessGroup::finish_issue(WorkPtr work, const CollectiveCall& call, const profiler::Span& span) {
   DTR_INTERNAL_ASSERT(work != nullptr, "backend {} returned no Work for {}", backend(), describe(call));
+  if (span.active()) {
+    work->profile_name_ = span.name();
+    work->profile_group_ = profile_name_;
+    work->profile_seq_ = call.sequence;
+    const int64_t numel = call.input_numel > 0 ? call.input_numel : call.output_numel;
+    work->profile_bytes_ = call.dtype >= 0 ? numel * static_cast<int64_t>(element_size(static_cast<DType>(call.dtype))) : 0;
+  }
   watch(work);
   std::lock_guard lock(mutex_);
   if (coalescing_) coalesced_.push_back(work);
@@ -90,6 +105,7 @@ WorkPtr ProcessGroup::finish_issue(WorkPtr work, const CollectiveCall& call) {
 }
 
 WorkPtr ProcessGroup::all_gather_into_tensor(const Tensor& out, const Tensor& in) {
+  profiler::Span span("comm", "all_gather");
   constexpr std::string_view op = "all_gather_into_tensor";
   check_defined(out, "output", op);
   check_defined(in, "input", op);
@@ -100,8 +116,8 @@ WorkPtr ProcessGroup::all_gather_into_tensor(const Tensor& out, const Tensor& in
             "{}: expected an output of {} elements (input {} x {} ranks), got {} elements (shape {}) on rank {}",
             op, in.numel() * size(), in.numel(), size(), out.numel(), shape_str(out.sizes()), rank_);
   Tensor input = in.contiguous();
-  auto call = begin_collective(CollectiveKind::all_gather, input, out);
-  return finish_issue(do_all_gather(out, input, call), call);
+  auto call = begin_collective(span, CollectiveKind::all_gather, input, out);
+  return finish_issue(do_all_gather(out, input, call), call, span);
 }
 
 namespace {
@@ -115,6 +131,7 @@ void check_reduce_op(ReduceOp op, DType dtype, std::string_view name) {
 }  // namespace
 
 WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp op) {
+  profiler::Span span("comm", "reduce_scatter");
   constexpr std::string_view name = "reduce_scatter_tensor";
   check_defined(out, "output", name);
   check_defined(in, "input", name);
@@ -126,32 +143,35 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in,
             "{}: expected an input of {} elements (output {} x {} ranks), got {} elements (shape {}) on rank {}",
             name, out.numel() * size(), out.numel(), size(), in.numel(), shape_str(in.sizes()), rank_);
   Tensor input = in.contiguous();
-  auto call = begin_collective(CollectiveKind::reduce_scatter, input, out, op);
-  return finish_issue(do_reduce_scatter(out, input, op, call), call);
+  auto call = begin_collective(span, CollectiveKind::reduce_scatter, input, out, op);
+  return finish_issue(do_reduce_scatter(out, input, op, call), call, span);
 }
 
 WorkPtr ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  profiler::Span span("comm", "all_reduce");
   constexpr std::string_view name = "all_reduce";
   check_defined(t, "input", name);
   check_device(t, name);
   check_contiguous(t, "in-place", name);
   check_reduce_op(op, t.dtype(), name);
-  auto call = begin_collective(CollectiveKind::all_reduce, t, {}, op);
-  return finish_issue(do_all_reduce(t, op, call), call);
+  auto call = begin_collective(span, CollectiveKind::all_reduce, t, {}, op);
+  return finish_issue(do_all_reduce(t, op, call), call, span);
 }
 
 WorkPtr ProcessGroup::broadcast(const Tensor& t, int root) {
+  profiler::Span span("comm", "broadcast");
   constexpr std::string_view name = "broadcast";
   check_defined(t, "input", name);
   check_device(t, name);
   check_contiguous(t, "in-place", name);
   DTR_CHECK(root >= 0 && root < size(), "broadcast: root {} is not a rank of group {}", root, describe());
-  auto call = begin_collective(CollectiveKind::broadcast, t, {}, std::nullopt, root);
-  return finish_issue(do_broadcast(t, root, call), call);
+  auto call = begin_collective(span, CollectiveKind::broadcast, t, {}, std::nullopt, root);
+  return finish_issue(do_broadcast(t, root, call), call, span);
 }
 
 WorkPtr ProcessGroup::all_to_all_single(const Tensor& out, const Tensor& in, std::vector<int64_t> out_splits,
                                         std::vector<int64_t> in_splits) {
+  profiler::Span span("comm", "all_to_all");
   constexpr std::string_view name = "all_to_all_single";
   check_defined(out, "output", name);
   check_defined(in, "input", name);
@@ -192,34 +212,37 @@ WorkPtr ProcessGroup::all_to_all_single(const Tensor& out, const Tensor& in, std
     out_counts[r] = out_splits[r] * row;
   }
   Tensor input = in.contiguous();
-  auto call = begin_collective(CollectiveKind::all_to_all, input, out);
+  auto call = begin_collective(span, CollectiveKind::all_to_all, input, out);
   if (uneven) call.uneven_splits = 1;
-  return finish_issue(do_all_to_all(out, input, out_counts, in_counts, call), call);
+  return finish_issue(do_all_to_all(out, input, out_counts, in_counts, call), call, span);
 }
 
 WorkPtr ProcessGroup::barrier() {
-  auto call = begin_collective(CollectiveKind::barrier, {}, {});
-  return finish_issue(do_barrier(call), call);
+  profiler::Span span("comm", "barrier");
+  auto call = begin_collective(span, CollectiveKind::barrier, {}, {});
+  return finish_issue(do_barrier(call), call, span);
 }
 
 WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
+  profiler::Span span("comm", "send");
   check_defined(t, "input", "send");
   check_device(t, "send");
   DTR_CHECK(dst >= 0 && dst < size(), "send: destination {} is not a rank of group {}", dst, describe());
   DTR_CHECK(tag >= 0, "send: expected a non-negative tag, got {}", tag);
   Tensor input = t.contiguous();
-  auto call = begin_collective(CollectiveKind::send, input, {}, std::nullopt, dst);
-  return finish_issue(do_send(input, dst, tag, call), call);
+  auto call = begin_collective(span, CollectiveKind::send, input, {}, std::nullopt, dst);
+  return finish_issue(do_send(input, dst, tag, call), call, span);
 }
 
 WorkPtr ProcessGroup::recv(const Tensor& t, int src, int tag) {
+  profiler::Span span("comm", "recv");
   check_defined(t, "output", "recv");
   check_device(t, "recv");
   check_contiguous(t, "output", "recv");
   DTR_CHECK(src >= 0 && src < size(), "recv: source {} is not a rank of group {}", src, describe());
   DTR_CHECK(tag >= 0, "recv: expected a non-negative tag, got {}", tag);
-  auto call = begin_collective(CollectiveKind::recv, {}, t, std::nullopt, src);
-  return finish_issue(do_recv(t, src, tag, call), call);
+  auto call = begin_collective(span, CollectiveKind::recv, {}, t, std::nullopt, src);
+  return finish_issue(do_recv(t, src, tag, call), call, span);
 }
 
 void ProcessGroup::start_coalescing() {
@@ -233,6 +256,7 @@ void ProcessGroup::start_coalescing() {
 }
 
 WorkPtr ProcessGroup::end_coalescing() {
+  profiler::Span span("comm", "end_coalescing");
   std::vector<WorkPtr> parts;
   {
     std::lock_guard lock(mutex_);
@@ -242,7 +266,13 @@ WorkPtr ProcessGroup::end_coalescing() {
   }
   do_end_coalescing();
   auto description = fmt::format("{} coalesced collectives on {}", parts.size(), describe());
-  return make_work_list(std::move(parts), std::move(description));
+  span.arg("collectives", static_cast<int64_t>(parts.size())).str_arg("group", profile_name_);
+  WorkPtr work = make_work_list(std::move(parts), std::move(description));
+  if (span.active()) {  // its wait() records one wait for all of them
+    work->profile_name_ = "coalesced";
+    work->profile_group_ = profile_name_;
+  }
+  return work;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::string name) {

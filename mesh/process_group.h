@@ -9,10 +9,16 @@
 // hand it to the backend. Inputs that are not contiguous are copied; outputs and
 // in-place tensors must be contiguous (an error says so).
 //
+// Profiling (dtensor/profiler.h): each public call records a "comm" span named
+// after the collective (its issue: checks, the input copy, the backend's launch;
+// args bytes, seq and group), and labels the Work so that its wait() records
+// the wait and the in-flight interval (mesh/work.h).
+//
 // Like MPI and NCCL, every member must issue the same collectives on a group in
 // the same order. Group creation (split) is itself collective over the parent.
 #pragma once
 
+#include "dtensor/profiler.h"
 #include "dtensor/tensor.h"
 #include "mesh/collective.h"
 #include "mesh/comm_stats.h"
@@ -108,13 +114,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string describe(const CollectiveCall& call) const;
 
  private:
-  CollectiveCall begin_collective(CollectiveKind kind, const Tensor& input, const Tensor& output,
-                                  std::optional<ReduceOp> op = {}, int root = -1);
-  WorkPtr finish_issue(WorkPtr work, const CollectiveCall& call);
+  // `span` is the call's profiler span: begin_collective adds its arguments,
+  // finish_issue labels the Work when it is recording.
+  CollectiveCall begin_collective(profiler::Span& span, CollectiveKind kind, const Tensor& input,
+                                  const Tensor& output, std::optional<ReduceOp> op = {}, int root = -1);
+  WorkPtr finish_issue(WorkPtr work, const CollectiveCall& call, const profiler::Span& span);
 
   int rank_;
   std::vector<int> global_ranks_;
   std::string name_;
+  const char* profile_name_;  // name_, interned for the profiler's events
 
   mutable std::mutex mutex_;  // guards the fields below
   int64_t sequence_ = 0;

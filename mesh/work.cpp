@@ -1,6 +1,7 @@
 #include "mesh/work.h"
 
 #include "dtensor/error.h"
+#include "dtensor/profiler.h"
 
 #include <algorithm>
 
@@ -11,17 +12,37 @@ Work::Work(std::string description) : description_(std::move(description)), star
 Work::~Work() = default;
 
 void Work::wait() {
+  const int64_t t0 = profile_name_ != nullptr ? profiler::now_ns() : 0;
   wait_until(std::nullopt);
+  if (profile_name_ != nullptr) record_wait(t0);
   if (auto e = error()) std::rethrow_exception(e);
   synchronize_after_wait();
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  if (!wait_until(Clock::now() + timeout)) {
+  const int64_t t0 = profile_name_ != nullptr ? profiler::now_ns() : 0;
+  const bool done = wait_until(Clock::now() + timeout);
+  if (profile_name_ != nullptr && done) record_wait(t0);
+  if (!done) {
     DTR_FAIL("{} did not complete within {} ms", description_, timeout.count());
   }
   if (auto e = error()) std::rethrow_exception(e);
   synchronize_after_wait();
+}
+
+void Work::record_wait(int64_t wait_start_ns) {
+  const int64_t end = profiler::now_ns();
+  profiler::Args args;
+  args.names[0] = "bytes";
+  args.values[0] = profile_bytes_;
+  args.names[1] = "seq";
+  args.values[1] = profile_seq_;
+  args.str_name = "group";
+  args.str_value = profile_group_;
+  profiler::record("comm_wait", profile_name_, wait_start_ns, end, args);
+  const int64_t issued = std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
+  profiler::record_async("comm_inflight", profile_name_, issued, end, args);
+  profile_name_ = nullptr;
 }
 
 namespace detail {

@@ -8,6 +8,11 @@
 // Independently of wait(), every collective is watched by the process-wide
 // watchdog (mesh/watchdog.h), which ends the process when one is still pending
 // after DTR_COLLECTIVE_TIMEOUT seconds.
+//
+// Profiling (dtensor/profiler.h): when the profiler recorded a collective's
+// issue, the first wait() of its Work records a "comm_wait" span (the time the
+// caller blocked) and the collective's in-flight interval (from the Work's
+// creation to the return of wait(), category "comm_inflight").
 #pragma once
 
 #include <chrono>
@@ -22,6 +27,7 @@ namespace dtr::mesh {
 namespace detail {
 class WorkList;
 }
+class ProcessGroup;
 
 class Work {
  public:
@@ -56,9 +62,16 @@ class Work {
 
  private:
   friend class detail::WorkList;  // waits on its parts through the hooks above
+  friend class ProcessGroup;      // labels the Work for the profiler
+
+  void record_wait(int64_t wait_start_ns);
 
   std::string description_;
   Clock::time_point start_;
+  // Set by ProcessGroup when the profiler recorded the issue; cleared by the first wait().
+  const char* profile_name_ = nullptr;   // "all_gather", ...
+  const char* profile_group_ = nullptr;  // the group's name (interned)
+  int64_t profile_bytes_ = 0, profile_seq_ = 0;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

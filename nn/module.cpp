@@ -1,7 +1,10 @@
 #include "nn/module.h"
 
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/profiler.h"
 
 #include <algorithm>
 #include <set>
@@ -29,8 +32,73 @@ Tensor as_parameter(Tensor t, bool requires_grad) {
 
 }  // namespace
 
+namespace detail {
+
+// One profiled call's backward span: begun by a node on the output's alias,
+// ended after the input's gradient (call_after_backward) or, when the input needs
+// none, at the end of the graph.
+struct ModuleBackwardSpan : std::enable_shared_from_this<ModuleBackwardSpan> {
+  const char* name = nullptr;
+  bool input_needs_grad = false;
+  bool began = false, ended = false;
+  int64_t begin_ns = 0;
+
+  void begin() {
+    if (began) return;
+    began = true;
+    begin_ns = profiler::now_ns();
+    if (!input_needs_grad) close_at_graph_end();
+  }
+  void end(int64_t t) {
+    if (!began || ended) return;
+    ended = true;
+    profiler::record("backward", name, begin_ns, t);
+  }
+  void close_at_graph_end();
+};
+
+namespace {
+
+// Spans of this thread waiting for the end of the graph. Each is closed by the
+// first end-of-backward callback after it began, all at the same instant and
+// innermost first, so that they nest.
+thread_local std::vector<std::shared_ptr<ModuleBackwardSpan>> t_open_until_graph_end;
+
+}  // namespace
+
+void ModuleBackwardSpan::close_at_graph_end() {
+  t_open_until_graph_end.push_back(shared_from_this());
+  autograd::queue_callback([] {
+    const int64_t t = profiler::now_ns();
+    auto open = std::move(t_open_until_graph_end);
+    t_open_until_graph_end.clear();
+    for (auto it = open.rbegin(); it != open.rend(); ++it) (*it)->end(t);
+  });
+}
+
+}  // namespace detail
+
 Tensor Module::operator()(const Tensor& input) {
+  if (!profiler::enabled()) [[likely]] return call_with_hooks(input, nullptr);
+  const int64_t start = profiler::now_ns();
+  std::shared_ptr<detail::ModuleBackwardSpan> backward;
+  if (autograd::is_grad_enabled()) {
+    backward = std::make_shared<detail::ModuleBackwardSpan>();
+    backward->name = profile_name();
+  }
+  Tensor out = call_with_hooks(input, backward);
+  profiler::record("forward", profile_name(), start, profiler::now_ns());
+  return out;
+}
+
+Tensor Module::call_with_hooks(const Tensor& input, const std::shared_ptr<detail::ModuleBackwardSpan>& backward) {
   Tensor x = input;
+  if (backward && x.defined() && x.requires_grad()) {
+    // Before the pre-hooks: FSDP's post-backward (installed by its pre-hook the
+    // same way) runs before this, inside the span.
+    backward->input_needs_grad = true;
+    x = autograd::call_after_backward(x, [backward] { backward->end(profiler::now_ns()); });
+  }
   for (auto& [handle, hook] : pre_hooks_) {
     Tensor replaced = hook(*this, x);
     if (replaced.defined()) x = std::move(replaced);
@@ -40,7 +108,31 @@ Tensor Module::operator()(const Tensor& input) {
     Tensor replaced = hook(*this, x, out);
     if (replaced.defined()) out = std::move(replaced);
   }
+  if (backward && out.defined() && out.requires_grad()) {
+    // The caller gets an alias whose backward node begins the span: the gradient
+    // passes it before any hook on `out` (FSDP's pre-backward) and before the
+    // backward of a child module that returned the same tensor (a Sequential's
+    // last layer), so the spans nest. (A gradient hook on `out` would run after
+    // the hooks registered before it, the child's among them.)
+    out = autograd::record_unary(out, out.detach(), "ModuleBackwardBegin", [backward](const Tensor& grad) {
+      backward->begin();
+      return grad;
+    });
+  }
   return out;
+}
+
+const char* Module::profile_name() {
+  if (profile_name_ == nullptr) profile_name_ = profiler::intern(type_name());
+  return profile_name_;
+}
+
+void Module::set_profile_name(std::string_view name) { profile_name_ = profiler::intern(name); }
+
+void name_modules_for_profiling(Module& root) {
+  for (auto& [path, m] : root.named_modules()) {
+    m->set_profile_name(path.empty() ? m->type_name() : path + " (" + m->type_name() + ")");
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {

@@ -21,6 +21,16 @@
 // Initialisation: parameters are made (or re-made on another device with
 // to_empty) and then filled by reset_parameters(), which visits modules in
 // named_modules() order, each filling its own parameters through the RNG.
+// Profiling (dtensor/profiler.h): while the profiler records, operator() records
+// a "forward" span (hooks included) and, when the output needs a gradient, a
+// "backward" span from the moment the output's gradient is ready to the moment
+// the input's gradient is (so FSDP's pre-backward all-gather and post-backward
+// reduce-scatter fall inside it); a module whose input needs no gradient (token
+// ids) ends its backward span at the end of the graph. For the backward span the
+// caller then gets an alias of the output (same storage, one more autograd node)
+// and the module an alias of its input. Both spans are named by profile_name():
+// the type name, or "path (Type)" after name_modules_for_profiling.
+// Off, operator() costs one relaxed atomic load more and changes nothing.
 #pragma once
 
 #include "dtensor/tensor.h"
@@ -29,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,6 +47,9 @@ namespace dtr::nn {
 
 class Module;
 using ModulePtr = std::shared_ptr<Module>;
+namespace detail {
+struct ModuleBackwardSpan;
+}
 using StateDict = std::map<std::string, Tensor>;
 
 class Module {
@@ -99,6 +113,11 @@ class Module {
   int register_forward_hook(ForwardHook hook);
   void remove_hook(int handle);
 
+  // --- profiling ---
+  // The name of this module's spans (interned; type_name() until set).
+  const char* profile_name();
+  void set_profile_name(std::string_view name);
+
  protected:
   // Registers a parameter (made a leaf requiring grad if floating) and returns it.
   Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
@@ -124,6 +143,8 @@ class Module {
 
  private:
   void add_child(const std::string& name, ModulePtr module);
+  // Hooks and forward; `backward` (profiling only) times this call's backward.
+  Tensor call_with_hooks(const Tensor& input, const std::shared_ptr<detail::ModuleBackwardSpan>& backward);
   Tensor* find_parameter(const std::string& name);
 
   std::vector<std::pair<std::string, Tensor>> parameters_;
@@ -133,6 +154,12 @@ class Module {
   std::vector<std::pair<int, ForwardHook>> post_hooks_;
   int next_hook_handle_ = 0;
   bool training_ = true;
+  const char* profile_name_ = nullptr;
 };
+
+// Names every module's profiler spans "path (Type)" ("layers.0 (TransformerBlock)";
+// the root: its type). fully_shard's lazy init does this for the root's tree
+// when the profiler is on.
+void name_modules_for_profiling(Module& root);
 
 }  // namespace dtr::nn

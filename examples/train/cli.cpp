@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -23,27 +24,36 @@ bool parse_switch(const std::string& flag, const std::string& value) {
 }
 
 void validate(TrainConfig& c, int world_size) {
+  if (c.plan_world_size < 0) bad(fmt::format("--world-size must be positive, got {}", c.plan_world_size));
+  if (c.plan_world_size > 0) {
+    if (!c.estimate_only) {
+      bad("--world-size plans a job for --estimate-only; a training job runs on the ranks mpirun starts");
+    }
+    world_size = c.plan_world_size;
+  }
   if (c.steps <= 0) bad(fmt::format("--steps must be a positive number of optimizer steps, got {}", c.steps));
   if (c.global_batch <= 0) bad(fmt::format("--global-batch must be positive, got {}", c.global_batch));
   if (c.micro_batch < 0) bad(fmt::format("--micro-batch must be positive (or 0: global / ranks), got {}", c.micro_batch));
+  if (c.micro_batch == 0 && c.estimate_only) c.micro_batch = std::max<int64_t>(1, c.global_batch / world_size);
   if (c.micro_batch == 0) {
     if (c.global_batch % world_size != 0) {
       bad(fmt::format("--global-batch {} is not divisible by the number of ranks ({})", c.global_batch, world_size));
     }
     c.micro_batch = c.global_batch / world_size;
   }
-  if (c.global_batch % (static_cast<int64_t>(world_size) * c.micro_batch) != 0) {
+  if (!c.estimate_only && c.global_batch % (static_cast<int64_t>(world_size) * c.micro_batch) != 0) {
     bad(fmt::format("--global-batch {} is not divisible by ranks ({}) x --micro-batch ({})", c.global_batch,
                     world_size, c.micro_batch));
   }
-  c.grad_accum = c.global_batch / (world_size * c.micro_batch);
+  c.grad_accum = std::max<int64_t>(1, c.global_batch / (world_size * c.micro_batch));
   c.world_size = world_size;
   if (c.ckpt_every < 0) bad(fmt::format("--ckpt-every must be >= 0, got {}", c.ckpt_every));
   if (!c.resume.empty() && !std::filesystem::exists(std::filesystem::path(c.resume) / "metadata.json")) {
     bad(fmt::format("--resume {}: no checkpoint there (no metadata.json)", c.resume));
   }
   if (!is_model_name(c.model) && !std::filesystem::is_regular_file(c.model)) {
-    bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m or a JSON config file)", c.model));
+    bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)",
+                    c.model));
   }
   if (!c.data.empty() && !std::filesystem::is_regular_file(c.data)) {
     bad(fmt::format("--data: no such file: {}", c.data));
@@ -93,7 +103,7 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
       "Ctrl-C / SIGTERM / SIGUSR1 save a checkpoint at the next step boundary and exit 0 (see --resume).",
       "dtr-train"};
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", c.model, "tiny | small | gpt2-124m | path to a JSON model config");
+  app.add_option("--model", c.model, "tiny | small | gpt2-124m | llama-7b | path to a JSON model config");
   app.add_option("--data", c.data, "token file: any text file (bytes) or an llm.c .bin shard; default: embedded corpus");
   app.add_option("--data-format", c.data_format, "auto (.bin = llm.c shard, else bytes) | bytes | llmc");
   app.add_option("--val-fraction", c.val_fraction, "last fraction of the tokens held out for validation");
@@ -129,6 +139,14 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--top-k", c.top_k, "sample from the k most likely tokens (0: greedy)");
   app.add_option("--temperature", c.temperature, "softmax temperature for --top-k sampling");
   app.add_option("--prompt", c.prompt, "text the sample starts from (byte-level data only)");
+  app.add_option("--profile", c.profile,
+                 "record a step profile: Chrome trace JSON per rank (PATH with the rank inserted: trace.json -> "
+                 "trace.rank0.json; opens in ui.perfetto.dev) and a top-spans table at the end (env: DTR_PROFILE)");
+  app.add_flag("--estimate-only", c.estimate_only,
+               "print the per-rank memory estimate of this configuration (every sharding strategy, with and "
+               "without activation checkpointing) and exit; builds the model on the meta device only");
+  app.add_option("--world-size", c.plan_world_size,
+                 "with --estimate-only: the number of ranks to plan for (default: the ranks of this job)");
   CliResult result;
   try {
     app.parse(argc, argv);

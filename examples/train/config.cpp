@@ -9,7 +9,7 @@
 namespace dtr::train {
 
 bool is_model_name(const std::string& model) {
-  return model == "tiny" || model == "small" || model == "gpt2-124m";
+  return model == "tiny" || model == "small" || model == "gpt2-124m" || model == "llama-7b";
 }
 
 nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab) {
@@ -34,11 +34,18 @@ nn::TransformerConfig model_config(const std::string& model, int64_t dataset_voc
     c.max_seq_len = g.max_seq_len;
     c.ffn_hidden = 4 * g.dim;
     c.vocab_size = std::max(dataset_vocab, g.vocab_size);
+  } else if (model == "llama-7b") {
+    c.dim = 4096;
+    c.n_layers = 32;
+    c.n_heads = 32;
+    c.ffn_hidden = 11008;
+    c.max_seq_len = 4096;
+    c.vocab_size = std::max<int64_t>(dataset_vocab, 32000);
   } else {
     std::ifstream in(model);
     if (!in) {
       throw std::invalid_argument(
-          fmt::format("unknown model '{}' (expected tiny, small, gpt2-124m or a JSON config file)", model));
+          fmt::format("unknown model '{}' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)", model));
     }
     nlohmann::json j;
     try {
@@ -139,7 +146,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"sample_tokens", c.sample_tokens},
           {"top_k", c.top_k},
           {"temperature", c.temperature},
-          {"prompt", c.prompt}};
+          {"prompt", c.prompt},
+          {"profile", c.profile}};
 }
 
 }  // namespace dtr::train

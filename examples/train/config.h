@@ -2,7 +2,10 @@
 // named model shapes, and the JSON forms of both.
 //
 // Models: "tiny" (byte-level, trains in about a minute on 2 CPU ranks), "small",
-// "gpt2-124m" (the GPT-2 124M shape, Llama style unless the file says gpt2), or a
+// "gpt2-124m" (the GPT-2 124M shape, Llama style unless the file says gpt2),
+// "llama-7b" (the Llama-2 7B shape: dim 4096, 32 layers, 32 heads, ffn 11008,
+// vocab 32000, 4096 positions; for --estimate-only planning, far too large to
+// train on a CPU), or a
 // path to a JSON file with TransformerConfig fields:
 //   {"style": "llama"|"gpt2", "dim": 256, "n_layers": 4, "n_heads": 8, "n_kv_heads": 0,
 //    "ffn_hidden": 0, "max_seq_len": 256, "vocab_size": 256, "tie_weights": false,
@@ -51,6 +54,9 @@ struct TrainConfig {
   int64_t top_k = 0;                // 0: greedy
   double temperature = 1.0;
   std::string prompt = "This License";
+  std::string profile;              // non-empty: record a step profile, trace files <profile> with the rank inserted
+  bool estimate_only = false;       // print the memory estimate for this config and exit (nothing allocated)
+  int plan_world_size = 0;          // --world-size for --estimate-only (0: the job's ranks)
 
   // Filled in by the program:
   int world_size = 1;

@@ -1,6 +1,7 @@
 // dtr-train: the main training program (see trainer.h for what a run does and
 // cli.h for the flags). Run under mpirun: `mpirun -np 2 dtr-train`.
 #include "cli.h"
+#include "estimate.h"
 #include "trainer.h"
 
 #include "mesh/distributed.h"
@@ -18,7 +19,8 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fprintf(code == 0 ? stdout : stderr, "%s\n", cli.message.c_str());
   } else {
     try {
-      code = dtr::train::run_training(*cli.config);
+      code = cli.config->estimate_only ? dtr::train::run_estimate(*cli.config, rank)
+                                       : dtr::train::run_training(*cli.config);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dtr-train (rank %d): error: %s\n", rank, e.what());
       std::fflush(stderr);

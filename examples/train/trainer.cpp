@@ -12,10 +12,13 @@
 #include "dtensor/allocator.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/log.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/nn.h"
+#include "dtensor/profiler.h"
 #include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/summary.h"
 #include "mesh/distributed.h"
 #include "nn/checkpoint.h"
 #include "nn/optim/clip_grad.h"
@@ -88,6 +91,7 @@ struct Batch {
 };
 
 Batch make_batch(const TokenDataset& ds, const std::vector<int64_t>& windows, int64_t seq) {
+  DTR_PROFILE_SCOPE("data", "load batch");
   std::vector<int64_t> inputs, targets;
   inputs.reserve(windows.size() * static_cast<size_t>(seq));
   targets.reserve(windows.size() * static_cast<size_t>(seq));
@@ -174,6 +178,7 @@ void write_plot(const std::string& path, const std::vector<std::pair<double, dou
 }  // namespace
 
 int run_training(TrainConfig c) {
+  if (!c.profile.empty()) profiler::start({.path = c.profile});  // stopped after the last step
   const int rank = distributed::rank();
   const mesh::ProcessGroupPtr world = distributed::world_group();
 
@@ -212,6 +217,7 @@ int run_training(TrainConfig c) {
   model->to_empty(Device::cpu());
   manual_seed(c.seed);
   model->reset_parameters();
+  if (rank == 0) DTR_LOG_INFO("model summary (shards of rank 0):\n{}", fsdp::summarize(*model).to_string());
 
   const std::vector<Tensor> params = model->parameters();
   nn::optim::FusedAdamW opt(params, {.lr = c.lr, .weight_decay = c.weight_decay});
@@ -259,6 +265,7 @@ int run_training(TrainConfig c) {
   auto checkpoint_dir = [&](int64_t step) { return out_dir / "checkpoints" / fmt::format("step_{}", step); };
   std::optional<StopSignalScope> signals(std::in_place);  // Ctrl-C etc.: stop at a step boundary
   for (int64_t step = start_step; step < c.steps; ++step) {
+    DTR_PROFILE_SCOPE("train", "step");
     const auto t0 = Clock::now();
     const double lr = nn::optim::apply_lr_schedule(opt, schedule, step);
     const std::vector<int64_t> windows = s.sampler->next();
@@ -340,6 +347,7 @@ int run_training(TrainConfig c) {
     if (saved_step != c.steps) save_training_checkpoint(final_dir, *model, opt, c.steps, *s.sampler);
   }
   signals.reset();  // from here on (the sample) a signal ends the process at once
+  profiler::stop();  // --profile or DTR_PROFILE: write the traces, rank 0 prints the top spans
 
   // 4. The end: plot, summary, sample.
   if (rank == 0) {

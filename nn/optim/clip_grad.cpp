@@ -6,6 +6,7 @@
 #include "dtensor/error.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/reduce.h"
+#include "dtensor/profiler.h"
 
 #ifdef DTR_WITH_CUDA
 #include "dtensor/cuda/cuda_runtime.h"
@@ -267,6 +268,7 @@ double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type)
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  DTR_PROFILE_SCOPE("optim", "clip_grad_norm");
   DTR_CHECK(max_norm >= 0.0 && !std::isnan(max_norm),
             "clip_grad_norm_: max_norm must be >= 0, got {}", max_norm);
 #ifdef DTR_WITH_CUDA

@@ -4,6 +4,7 @@
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
 #include "dtensor/memory_stats.h"
+#include "dtensor/profiler.h"
 
 #include <cmath>
 #include <utility>
@@ -59,6 +60,7 @@ const ParamState& Optimizer::state(size_t index) const {
 }
 
 void Optimizer::step() {
+  DTR_PROFILE_SCOPE("optim", "optimizer step");
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];

@@ -1,0 +1,65 @@
+#include "estimate.h"
+
+#include "dataset.h"
+
+#include "dtensor/allocator.h"
+#include "fsdp/memory_estimate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+namespace dtr::train {
+
+std::string estimate_report(const TrainConfig& c) {
+  // The vocabulary is the data's unless the model's is larger: open (mmap) the
+  // file only to read its format; the embedded corpus is bytes.
+  const int64_t data_vocab = c.data.empty() ? 256 : TokenDataset::open(c.data, c.data_format).vocab_size();
+  nn::TransformerConfig model = model_config(c.model, data_vocab);
+  const int64_t seq = c.seq_len > 0 ? c.seq_len : model.max_seq_len;
+  model.max_seq_len = std::max(model.max_seq_len, seq);
+  fsdp::MemoryEstimateOptions options{
+      .strategy = c.reshard_after_forward ? fsdp::ShardingStrategy::full_shard : fsdp::ShardingStrategy::shard_grad_op,
+      .rank = 0,
+      .batch_size = c.micro_batch,
+      .seq_len = seq,
+      .activation_checkpointing = c.activation_checkpointing};
+  if (c.mixed_precision == "bf16") options.param_dtype = DType::bf16;
+  const fsdp::MemoryEstimate e = fsdp::estimate_memory(model, c.world_size, options);
+
+  std::string out = fmt::format(
+      "dtr-train --estimate-only: model {} ({} style, {} parameters = {:.2f}B, dim {}, {} layers, {} heads, "
+      "{} kv heads, ffn {}, vocab {}) on {} rank(s)\n"
+      "  per rank: micro-batch {} x {} tokens, mixed precision {}, activation checkpointing {}, "
+      "reshard_after_forward {}; {} FSDP groups (one per block, then the root)\n",
+      c.model, model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", e.num_params,
+      static_cast<double>(e.num_params) / 1e9, model.dim, model.n_layers, model.n_heads, model.kv_heads(),
+      model.hidden(), model.vocab_size, c.world_size, c.micro_batch, seq, c.mixed_precision,
+      c.activation_checkpointing ? "on" : "off", c.reshard_after_forward, e.groups.size());
+  out += fmt::format("per-rank estimate of this configuration (rank 0):\n{}", e.to_string());
+  out += fmt::format("\n{}", fsdp::memory_table(model, c.world_size, options));
+  // Estimates only: the meta-device model has no storage. Say how much this
+  // process allocated, so a run can check that nothing was materialised.
+  const MemoryStats stats = memory_stats(Device::cpu());
+  out += fmt::format("\ntensor memory this process allocated while estimating: peak {} B\n", stats.total.peak_bytes);
+  return out;
+}
+
+int run_estimate(const TrainConfig& c, int rank) {
+  std::string report;
+  try {
+    report = estimate_report(c);
+  } catch (const std::exception& e) {
+    if (rank == 0) std::fprintf(stderr, "dtr-train: --estimate-only: %s\n", e.what());
+    return 2;
+  }
+  if (rank == 0) {
+    std::fputs(report.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace dtr::train
