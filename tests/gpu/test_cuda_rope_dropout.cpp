@@ -383,6 +383,24 @@ TEST_CASE("cuda uniform_, normal_ and trunc_normal_ give the cpu's values", "[gp
   }
 }
 
+TEST_CASE("cuda trunc_normal_ with std 0 or no representable mass fills the clamped mean",
+          "[gpu][random]") {
+  for (DType dtype : kFloatingDtypes) {
+    CAPTURE(name_of(dtype));
+    Generator g_cpu(8), g_gpu(8);
+    const Tensor want = empty({5, 3}, {.dtype = dtype});
+    const Tensor got = empty({5, 3}, {.dtype = dtype, .device = kGpu});
+    trunc_normal_(want, 3.0, 0.0, -1.0, 2.0, &g_cpu);
+    trunc_normal_(got, 3.0, 0.0, -1.0, 2.0, &g_gpu);
+    CHECK(values_of(got) == std::vector<double>(15, 2.0));
+    CHECK_SAME_BITS("std 0", got, want);
+    trunc_normal_(want, 0.0, 1.0, 50.0, 60.0, &g_cpu);  // 50 std away: the bound nearest the mean
+    trunc_normal_(got, 0.0, 1.0, 50.0, 60.0, &g_gpu);
+    CHECK_SAME_BITS("no representable mass", got, want);
+    CHECK(g_gpu.state() == g_cpu.state());
+  }
+}
+
 TEST_CASE("cuda fills of LogicalSlice boxes and strided destinations equal the cpu's", "[gpu][random]") {
   const Shape logical = {10, 12, 3};
   for (Fill f : {Fill::uniform, Fill::normal, Fill::trunc_normal}) {
