@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/dtr-device}
 mkdir -p "$out"
 source .devdeps/devdeps.sh unpack || exit 1
-cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTR_CUDA=ON -DDTR_WERROR=ON \
+cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTR_CUDA=ON -DDTR_WERROR=${DTR_WERROR:-ON} \
   -DCMAKE_CUDA_ARCHITECTURES=90 $DEVDEPS_CMAKE_ARGS >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 cmake --build build/device --parallel >"$out/build.log" 2>&1 || { grep -E "error|Error" -A5 "$out/build.log" | head -60; exit 1; }
 nvidia-smi -L

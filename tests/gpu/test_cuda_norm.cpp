@@ -14,7 +14,8 @@
 // from the inputs: e.g. rstd * (|g| + mean|g| + (|xhat| + 1) * mean|g * xhat|) for
 // dx, sum over rows of |dy| * (|xhat| + 1) for dweight), acc_tol is 2e-5 for float
 // accumulation and 1e-13 for double, and out_rtol is one rounding of the output
-// type (2^-7 bf16, 2^-10 f16, 0 for f32 and f64).
+// type (2^-7 bf16, 2^-10 f16, 0 for f32 and f64), taken of max(|cpu|, 2^-14) since
+// below f16's smallest normal 2^-14 one rounding is an absolute 2^-24.
 #include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
@@ -44,6 +45,8 @@ const std::vector<int64_t> kRows = {1, 2, 3, 64, 1000};
 const std::vector<int64_t> kCols = {1, 2, 3, 31, 32, 33, 127, 512, 1000, 4097, 8192};
 
 std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
+
+constexpr double kHalfMinNormal = 1.0 / 16384;  // 2^-14
 
 double acc_tol(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-5; }
 double out_rtol(DType dtype) {
@@ -95,13 +98,13 @@ Mismatches compare(const std::vector<double>& got, const std::vector<double>& wa
     } else if (std::isinf(w) || std::isinf(g)) {
       ok = g == w;
     } else {
-      ok = std::fabs(g - w) <= tol * scale[i] + rtol * std::fabs(w);
+      ok = std::fabs(g - w) <= tol * scale[i] + rtol * std::max(std::fabs(w), kHalfMinNormal);
     }
     if (!ok && m.count++ == 0) {
       std::ostringstream os;
       os.precision(17);
       os << "index " << i << ": gpu " << g << ", cpu " << w << " (|diff| " << std::fabs(g - w)
-         << ", allowed " << tol * scale[i] + rtol * std::fabs(w) << ")";
+         << ", allowed " << tol * scale[i] + rtol * std::max(std::fabs(w), kHalfMinNormal) << ")";
       m.first = os.str();
     }
   }

@@ -80,10 +80,10 @@ TEST_CASE("profiler module spans: forward and backward per module, children nest
   }
   CHECK(forwards == std::map<std::string, int>{{"Sequential", 2}, {"0 (Embedding)", 2}, {"1 (Linear)", 2},
                                                 {"2 (Linear)", 2}});
-  const auto& seq = only(events, "backward", "Sequential");
-  const auto& emb = only(events, "backward", "0 (Embedding)");
-  const auto& l1 = only(events, "backward", "1 (Linear)");
-  const auto& l2 = only(events, "backward", "2 (Linear)");
+  const auto seq = only(events, "backward", "Sequential");
+  const auto emb = only(events, "backward", "0 (Embedding)");
+  const auto l1 = only(events, "backward", "1 (Linear)");
+  const auto l2 = only(events, "backward", "2 (Linear)");
   // Backward runs last layer first; every child inside the Sequential's span.
   CHECK(seq.start_ns <= l2.start_ns);
   CHECK(l2.end_ns <= l1.start_ns);
