@@ -20,6 +20,10 @@
 //    (f32 parameter, gradient and AdamW's two moments). Forward and backward run
 //    under MemoryTagGuard(activation), so untagged allocations there count as
 //    activations.
+//  - With --profile-overhead: the step profiler's cost (dtensor/profiler.h):
+//    --steps pairs of FSDP steps, one with the profiler off and one with it on
+//    (recording every span; the trace is not written), in alternating order;
+//    the medians of the slowest rank, their ratio and the events per step.
 //  - With --compare-unsharded (default on at 1 rank): the same step on a plain,
 //    unsharded model of the same shape and seed, run on every rank at the same time
 //    (each on its own batch slice, no communication, so CPU contention matches the
@@ -37,12 +41,14 @@
 //   OMPI_MCA_mpi_yield_when_idle=1 mpirun -np 2 build/dev/bench/dtr_fsdp_step_bench
 //       [--layers 6] [--dim 384] [--heads 6] [--vocab 8192] [--seq 64] [--batch 8]
 //       [--steps 5] [--warmup 2] [--threads 0] [--compare-unsharded | --no-compare-unsharded]
+//       [--profile-overhead]
 // --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
 #include "dtensor/allocator.h"
 #include "dtensor/factory.h"
 #include "dtensor/memory_stats.h"
 #include "dtensor/ops/nn.h"
+#include "dtensor/profiler.h"
 #include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
 #include "nn/checkpoint.h"
@@ -81,6 +87,7 @@ struct Options {
   bool compare_unsharded = false;  // default: on at 1 rank only
   bool no_compare_unsharded = false;
   bool variants = false;  // also run the bf16 / activation checkpointing / ZeRO-2 variants
+  bool profile_overhead = false;  // also time steps with the profiler off and on
 };
 
 // A configuration of fully_shard to compare against the default (FULL_SHARD, f32).
@@ -208,6 +215,37 @@ std::vector<Result> time_steps(const std::vector<Trainer*>& trainers, int steps)
   return results;
 }
 
+// The step profiler's cost: `steps` pairs of steps, profiler off and on (order
+// alternating), each after a barrier; prints the medians of the slowest rank.
+void profile_overhead(Trainer& trainer, int steps) {
+  dtr::profiler::finalize();  // DTR_PROFILE: stop (and write) first, the pairs need it off
+  std::vector<double> off, on;
+  size_t events = 0;
+  for (int i = 0; i < steps; ++i) {
+    for (const bool profiling : {i % 2 == 1, i % 2 == 0}) {
+      if (profiling) dtr::profiler::start({.print_summary = false});
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now_s();
+      trainer.step();
+      (profiling ? on : off).push_back(now_s() - t0);
+      if (profiling) {
+        dtr::profiler::stop();
+        events += dtr::profiler::event_count();
+      }
+    }
+  }
+  dtr::profiler::clear();
+  MPI_Allreduce(MPI_IN_PLACE, off.data(), steps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, on.data(), steps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    const double off_ms = 1e3 * median(off), on_ms = 1e3 * median(on);
+    fmt::print("\nStep profiler ({} pairs of steps, off and on alternately; median of the slowest rank):\n"
+               "  off {:.1f} ms/step, on {:.1f} ms/step: on/off {:.3f} ({:+.2f}%), {} events per step on rank 0\n",
+               steps, off_ms, on_ms, on_ms / off_ms, 100.0 * (on_ms / off_ms - 1.0),
+               events / static_cast<size_t>(steps));
+  }
+}
+
 // Memory by tag now, less `baseline`'s current bytes (what another model holds).
 dtr::MemoryStats memory_since(const dtr::MemoryStats& baseline) {
   dtr::MemoryStats m = dtr::memory_stats(dtr::Device::cpu());
@@ -332,6 +370,8 @@ int main(int argc, char** argv) {
   app.add_flag("--compare-unsharded", opt.compare_unsharded,
                "also time the step on a plain unsharded model (default: on at 1 rank only)");
   app.add_flag("--no-compare-unsharded", opt.no_compare_unsharded, "do not (also at 1 rank)");
+  app.add_flag("--profile-overhead", opt.profile_overhead,
+               "also time FSDP steps with the step profiler off and on, alternately");
   app.add_flag("--variants", opt.variants,
                "also run bf16 mixed precision, activation checkpointing and ZeRO-2 (SHARD_GRAD_OP) variants");
   try {
@@ -473,6 +513,7 @@ int main(int argc, char** argv) {
              static_cast<double>(sharded.ag_bytes_expected + sharded.rs_bytes_expected));
     if (other_bytes > 0) fmt::print("other collectives on the group: {:.3f} MiB per step\n", mib(other_bytes));
   }
+  if (opt.profile_overhead) profile_overhead(fsdp_trainer, opt.steps);
   print_memory("FSDP memory per rank", sharded, psi, g_size, "16*Psi/N");
   if (plain) print_memory("Unsharded memory per rank", *plain, psi, 1, "16*Psi");
   if (opt.variants) {

@@ -93,10 +93,14 @@ const char* intern(std::string_view s);
 // on at construction.
 class Span {
  public:
+  // Off: one relaxed load and a store of active_; nothing else is initialised.
   Span(const char* category, const char* name) noexcept : active_(enabled()) {
     if (active_) {
       category_ = category;
       name_ = name;
+      num_args_ = 0;
+      str_name_ = nullptr;
+      str_value_ = nullptr;
       start_ = now_ns();
     }
   }
@@ -105,38 +109,51 @@ class Span {
   Span& operator=(const Span&) = delete;
 
   bool active() const noexcept { return active_; }
-  const char* name() const noexcept { return name_; }
+  const char* name() const noexcept { return active_ ? name_ : nullptr; }
   // Adds an integer argument (at most kMaxArgs; later ones are ignored).
   Span& arg(const char* key, int64_t value) noexcept {
     if (active_ && num_args_ < kMaxArgs) {
-      args_.names[num_args_] = key;
-      args_.values[num_args_++] = value;
+      arg_names_[num_args_] = key;
+      arg_values_[num_args_++] = value;
     }
     return *this;
   }
   Span& str_arg(const char* key, const char* value) noexcept {
     if (active_) {
-      args_.str_name = key;
-      args_.str_value = value;
+      str_name_ = key;
+      str_value_ = value;
     }
     return *this;
   }
-  int64_t start_ns() const noexcept { return start_; }
   // Records the span now (once; later calls and the destructor do nothing).
   void end() noexcept {
     if (active_) {
       active_ = false;
-      record(category_, name_, start_, now_ns(), args_);
+      finish();
     }
   }
 
  private:
+  void finish() noexcept {
+    Args args;
+    for (int i = 0; i < num_args_; ++i) {
+      args.names[i] = arg_names_[i];
+      args.values[i] = arg_values_[i];
+    }
+    args.str_name = str_name_;
+    args.str_value = str_value_;
+    record(category_, name_, start_, now_ns(), args);
+  }
+
   bool active_;
-  int num_args_ = 0;
-  const char* category_ = nullptr;
-  const char* name_ = nullptr;
-  int64_t start_ = 0;
-  Args args_;
+  int num_args_;
+  const char* category_;
+  const char* name_;
+  int64_t start_;
+  const char* arg_names_[kMaxArgs];
+  int64_t arg_values_[kMaxArgs];
+  const char* str_name_;
+  const char* str_value_;
 };
 
 #define DTR_PROFILE_CONCAT_INNER_(a, b) a##b
