@@ -38,6 +38,10 @@ for np in 1 2; do
   expect $np --steps --steps=-1
   expect $np --global-batch --global-batch 10 --micro-batch 4
   expect $np --model --model no-such-model
+  expect $np --device --device gpu
+  if ! nvidia-smi -L >/dev/null 2>&1; then  # no GPU here: --device cuda is refused, naming the flag
+    expect $np --device --device cuda
+  fi
   expect $np --data --data "$work/no/such/file.txt"
   expect $np --schedule --schedule linearish
   expect $np --mixed-precision --mixed-precision fp8

@@ -78,6 +78,8 @@ void validate(TrainConfig& c, int world_size) {
   if (c.mixed_precision != "none" && c.mixed_precision != "bf16") {
     bad(fmt::format("--mixed-precision must be none or bf16, got '{}'", c.mixed_precision));
   }
+  if (c.device != "cpu" && c.device != "cuda") bad(fmt::format("--device must be cpu or cuda, got '{}'", c.device));
+  if (!(c.peak_tflops > 0)) bad(fmt::format("--peak-tflops must be positive, got {}", c.peak_tflops));
   if (c.eval_every < 0) bad(fmt::format("--eval-every must be >= 0 (0: only at the end), got {}", c.eval_every));
   if (c.eval_batches <= 0) bad(fmt::format("--eval-batches must be positive, got {}", c.eval_batches));
   if (c.log_every <= 0) bad(fmt::format("--log-every must be positive, got {}", c.log_every));
@@ -120,6 +122,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm to this (0: off)");
   app.add_option("--seed", c.seed, "seed for initialisation, data order and sampling");
   app.add_option("--mixed-precision", c.mixed_precision, "none | bf16 (bf16 compute, f32 master weights and reduce)");
+  app.add_option("--device", c.device,
+                 "cpu | cuda (each rank on the GPU of its local rank; NCCL when every rank has its own GPU)");
+  app.add_option("--peak-tflops", c.peak_tflops, "the GPU's peak TFLOP/s, for the MFU shown with --device cuda");
   app.add_option("--activation-checkpointing", ac, "on | off: recompute each block's forward in backward");
   app.add_option("--reshard-after-forward", raf, "true | false: free gathered block parameters after forward");
   app.add_option("--eval-every", c.eval_every, "validation loss every N steps (0: only at the end)");

@@ -133,6 +133,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"grad_clip", c.grad_clip},
           {"seed", c.seed},
           {"mixed_precision", c.mixed_precision},
+          {"device", c.device},
           {"activation_checkpointing", c.activation_checkpointing},
           {"reshard_after_forward", c.reshard_after_forward},
           {"eval_every", c.eval_every},

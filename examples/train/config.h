@@ -40,6 +40,8 @@ struct TrainConfig {
   double grad_clip = 1.0;           // 0: no clipping (the norm is still reported)
   uint64_t seed = 1234;
   std::string mixed_precision = "none";  // none | bf16
+  std::string device = "cpu";       // cpu | cuda (each rank on the GPU of its local rank)
+  double peak_tflops = 989;         // for MFU on cuda: the GPU's dense bf16 peak (H100 SXM: 989)
   bool activation_checkpointing = false;
   bool reshard_after_forward = true;
   int64_t eval_every = 50;          // 0: only at the end

@@ -24,6 +24,7 @@ struct GenerateOptions {
   double temperature = 1.0;
   uint64_t seed = 0;
   int64_t context = 64;
+  Device device = Device::cpu();  // where the model computes (the prompt window goes there)
 };
 
 // Returns the prompt followed by the generated tokens.

@@ -28,6 +28,7 @@ void MetricsWriter::write(const StepRecord& r) {
                       {"tokens_per_second", r.tokens_per_second},
                       {"flops_per_second", r.flops_per_second}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
+  if (r.mfu) j["mfu"] = *r.mfu;
   // A non-finite loss is written as null (JSON has no NaN).
   for (const char* key : {"loss", "grad_norm"}) {
     if (!std::isfinite(j[key].get<double>())) j[key] = nullptr;
@@ -61,6 +62,7 @@ std::string progress_line(const StepRecord& r, const RankPeaks& peaks) {
   if (r.val_loss) line += fmt::format(" | val {:.4f}", *r.val_loss);
   line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {}FLOP/s", r.lr, r.grad_norm,
                       si(r.tokens_per_second), si(r.flops_per_second));
+  if (r.mfu) line += fmt::format(" | MFU {:.1f}%", 100 * *r.mfu);
   if (!peaks.empty()) {
     line += " | peak MiB";
     static constexpr const char* kShort[6] = {"p", "g", "o", "a", "c", "x"};

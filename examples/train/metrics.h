@@ -32,6 +32,7 @@ struct StepRecord {
   double elapsed_seconds = 0;  // since the first step began
   double tokens_per_second = 0;
   double flops_per_second = 0;
+  std::optional<double> mfu;  // on a GPU: flops_per_second / the GPU's peak
 };
 
 // Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of dtensor/memory_stats.h).

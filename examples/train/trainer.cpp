@@ -19,12 +19,17 @@
 #include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/summary.h"
+#include "mesh/device_mesh.h"
 #include "mesh/distributed.h"
 #include "nn/checkpoint.h"
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/fused_adamw.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/transformer.h"
+
+#ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_runtime.h"
+#endif
 
 #include <fmt/format.h>
 
@@ -71,8 +76,8 @@ bool any_rank(const mesh::ProcessGroupPtr& group, bool failed) {
   return t.item() > 0;
 }
 
-RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group) {
-  const MemoryStats stats = memory_stats(Device::cpu());
+RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group, Device device) {
+  const MemoryStats stats = memory_stats(device);
   std::vector<double> mine(6);
   for (size_t t = 0; t < 6; ++t) mine[t] = static_cast<double>(stats.by_tag[t].peak_bytes);
   Tensor in = from_vector(mine, {6});
@@ -90,14 +95,14 @@ struct Batch {
   Tensor inputs, targets;
 };
 
-Batch make_batch(const TokenDataset& ds, const std::vector<int64_t>& windows, int64_t seq) {
+Batch make_batch(const TokenDataset& ds, const std::vector<int64_t>& windows, int64_t seq, Device device) {
   DTR_PROFILE_SCOPE("data", "load batch");
   std::vector<int64_t> inputs, targets;
   inputs.reserve(windows.size() * static_cast<size_t>(seq));
   targets.reserve(windows.size() * static_cast<size_t>(seq));
   for (const int64_t w : windows) ds.window(w, seq, inputs, targets);
   const auto b = static_cast<int64_t>(windows.size());
-  return {from_vector(inputs, {b, seq}), from_vector(targets, {b, seq})};
+  return {from_vector(inputs, {b, seq}).to(device), from_vector(targets, {b, seq}).to(device)};
 }
 
 Tensor loss_of(nn::Module& model, const Batch& batch, int64_t vocab) {
@@ -131,6 +136,13 @@ Setup local_setup(TrainConfig& c, int rank) {
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("--model: {}", e.what()));
   }
+  if (c.device == "cuda") {
+#ifdef DTR_WITH_CUDA
+    if (cuda::device_count() == 0) throw std::runtime_error("--device cuda: no CUDA GPU found on this node");
+#else
+    throw std::runtime_error("--device cuda: this build of dtr has no CUDA (configure with -DDTR_CUDA=ON)");
+#endif
+  }
   s.seq = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   c.seq_len = s.seq;
   s.model.max_seq_len = s.seq;
@@ -153,7 +165,7 @@ Setup local_setup(TrainConfig& c, int rank) {
 }
 
 double evaluate(nn::Module& model, const TokenDataset& val, const TrainConfig& c, int rank,
-                const mesh::ProcessGroupPtr& group, int64_t vocab) {
+                const mesh::ProcessGroupPtr& group, int64_t vocab, Device device) {
   autograd::NoGradGuard no_grad;
   model.eval();
   const int64_t n_val = val.num_windows(c.seq_len);
@@ -163,7 +175,7 @@ double evaluate(nn::Module& model, const TokenDataset& val, const TrainConfig& c
     for (int64_t i = 0; i < c.micro_batch; ++i) {
       windows.push_back(((rank * c.eval_batches + b) * c.micro_batch + i) % n_val);
     }
-    sum += loss_of(model, make_batch(val, windows, c.seq_len), vocab).item();
+    sum += loss_of(model, make_batch(val, windows, c.seq_len, device), vocab).item();
   }
   model.train();
   return all_reduce_avg(group, sum / static_cast<double>(c.eval_batches));
@@ -196,6 +208,12 @@ int run_training(TrainConfig c) {
     }
     return 2;
   }
+  // The compute device: this rank's GPU (distributed::init bound it from the local rank), or the CPU.
+#ifdef DTR_WITH_CUDA
+  const Device device = c.device == "cuda" ? Device::cuda(cuda::current_device()) : Device::cpu();
+#else
+  const Device device = Device::cpu();
+#endif
   const int64_t vocab = s.model.vocab_size, seq = c.seq_len;
   const std::filesystem::path out_dir = c.out_dir;
   if (rank == 0) std::filesystem::create_directories(out_dir);
@@ -210,11 +228,14 @@ int run_training(TrainConfig c) {
   }
   fsdp::MixedPrecisionPolicy mp;
   if (c.mixed_precision == "bf16") mp = {.param_dtype = DType::bf16, .reduce_dtype = DType::f32};
+  // The data-parallel mesh on the compute device (the model is on meta here, so
+  // fully_shard cannot tell): NCCL or MPI staging for cuda.
+  const mesh::DeviceMesh dp_mesh = mesh::init_device_mesh(device.type, {c.world_size}, {"dp"});
   for (auto& layer : model->layers()) {
-    fsdp::fully_shard(*layer, {.reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
+    fsdp::fully_shard(*layer, {.mesh = dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
   }
-  fsdp::FSDPModule root = fsdp::fully_shard(*model, {.mp_policy = mp});
-  model->to_empty(Device::cpu());
+  fsdp::FSDPModule root = fsdp::fully_shard(*model, {.mesh = dp_mesh, .mp_policy = mp});
+  model->to_empty(device);
   manual_seed(c.seed);
   model->reset_parameters();
   if (rank == 0) DTR_LOG_INFO("model summary (shards of rank 0):\n{}", fsdp::summarize(*model).to_string());
@@ -276,7 +297,7 @@ int run_training(TrainConfig c) {
       MemoryTagGuard tag(MemoryTag::activation);
       root.set_requires_gradient_sync(m == c.grad_accum - 1);
       const std::vector<int64_t> micro(windows.begin() + m * c.micro_batch, windows.begin() + (m + 1) * c.micro_batch);
-      Tensor loss = loss_of(*model, make_batch(*s.train, micro, seq), vocab);
+      Tensor loss = loss_of(*model, make_batch(*s.train, micro, seq, device), vocab);
       loss_sum += loss.item();
       (c.grad_accum > 1 ? mul(loss, 1.0 / static_cast<double>(c.grad_accum)) : loss).backward();
     }
@@ -293,7 +314,7 @@ int run_training(TrainConfig c) {
     r.step_seconds = seconds_since(t0);
     const bool last = step + 1 == c.steps;
     if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
-      r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab);
+      r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab, device);
     }
     if (c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0) {
       const auto dir = checkpoint_dir(step + 1);
@@ -304,9 +325,10 @@ int run_training(TrainConfig c) {
     r.elapsed_seconds = seconds_since(start);
     r.tokens_per_second = static_cast<double>(tokens_per_step) / r.step_seconds;
     r.flops_per_second = r.tokens_per_second * flops_per_token;
+    if (device.is_cuda()) r.mfu = r.flops_per_second / (c.peak_tflops * 1e12);
     const bool log = (step + 1) % c.log_every == 0 || step == 0 || last;
     RankPeaks peaks;
-    if (log) peaks = gather_peaks(world);  // collective: every rank at the same steps
+    if (log) peaks = gather_peaks(world, device);  // collective: every rank at the same steps
     if (rank == 0) {
       train_curve.emplace_back(static_cast<double>(r.step), loss);
       if (r.val_loss) val_curve.emplace_back(static_cast<double>(r.step), *r.val_loss);
@@ -317,6 +339,7 @@ int run_training(TrainConfig c) {
         StepRecord shown = r;
         shown.tokens_per_second = static_cast<double>(tokens_per_step * (step + 1 - start_step)) / r.elapsed_seconds;
         shown.flops_per_second = shown.tokens_per_second * flops_per_token;
+        if (device.is_cuda()) shown.mfu = shown.flops_per_second / (c.peak_tflops * 1e12);
         fmt::print("{}{}\n", tty ? "\r\033[K" : "", progress_line(shown, peaks));
       } else if (tty) {
         fmt::print("\r\033[K{}", progress_bar(step + 1, c.steps));
@@ -367,7 +390,7 @@ int run_training(TrainConfig c) {
     }
     const auto tokens = generate(*model, prompt,
                                  {.max_new_tokens = c.sample_tokens, .top_k = c.top_k, .temperature = c.temperature,
-                                  .seed = c.seed, .context = seq},
+                                  .seed = c.seed, .context = seq, .device = device},
                                  world);
     if (rank == 0) {
       fmt::print("sample ({}, {} tokens):\n{}\n", c.top_k > 0 ? fmt::format("top-{} sampling", c.top_k) : "greedy",
