@@ -5,8 +5,10 @@
 // loop reads it with stop_signal() once per step and all ranks agree on it in a
 // collective (any rank's signal stops every rank at the same step, so a signal
 // delivered to one rank is enough and no rank is left waiting in a collective).
-// A second signal while a stop is pending restores the default action and
-// re-raises it: the process ends at once (mpirun then ends the job).
+// A second SIGINT (Ctrl-C twice) while a stop is pending restores the default
+// action and re-raises it: the process ends at once (mpirun then ends the job).
+// Repeated SIGTERM/SIGUSR1 are ignored (launchers may send SIGTERM twice and
+// escalate to SIGKILL themselves), and SIGPIPE is ignored while the scope lives.
 //
 // How signals reach the ranks under Open MPI 4's mpirun: SIGUSR1 sent to mpirun
 // is forwarded to every rank as is; SIGINT/SIGTERM sent to mpirun make it
