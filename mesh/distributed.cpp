@@ -1,6 +1,7 @@
 #include "mesh/distributed.h"
 
 #include "dtensor/error.h"
+#include "dtensor/factory.h"
 #include "dtensor/log.h"
 #include "dtensor/profiler.h"
 #include "mesh/mpi/mpi_process_group.h"
@@ -58,9 +59,11 @@ std::string cuda_backend_setting() {
 mesh::ProcessGroupPtr make_world_cuda() {
   const std::string setting = cuda_backend_setting();
 #if DTR_WITH_NCCL
-  int own_gpu = cuda::device_count() >= g_state.local_world_size ? 1 : 0;
-  int every_rank_own_gpu = 0;
-  MPI_Allreduce(&own_gpu, &every_rank_own_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // Through the world group (as the NCCL bootstrap does), so that every MPI call
+  // goes through the progress engine's serialisation.
+  Tensor own_gpu = full({1}, cuda::device_count() >= g_state.local_world_size ? 1 : 0, {.dtype = DType::i32});
+  g_state.world_mpi->all_reduce(own_gpu, mesh::ReduceOp::min())->wait();
+  const int every_rank_own_gpu = own_gpu.to_vector<int32_t>()[0];
   if (setting == "nccl") {
     DTR_CHECK(every_rank_own_gpu == 1,
               "DTR_CUDA_BACKEND=nccl: NCCL needs one GPU per rank, but a node runs more ranks than it has GPUs "
