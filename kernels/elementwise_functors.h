@@ -198,6 +198,53 @@ struct GeluErf {
   }
 };
 
+// --- activation gradients: g * f'(s), one pass, s the saved input x or output y ---
+// (which one is grad_reads_output() in kernels/elementwise_ops.h). 1 - sigmoid(z)
+// is taken as sigmoid(-z), which keeps its digits where sigmoid(z) is near 1.
+
+struct TanhGrad {  // 1 - y²
+  template <class C>
+  DTR_HOST_DEVICE C operator()(C g, C y) const { return g * (C(1) - y * y); }
+};
+struct SigmoidGrad {  // y (1 - y)
+  template <class C>
+  DTR_HOST_DEVICE C operator()(C g, C y) const { return g * (y * (C(1) - y)); }
+};
+struct ReluGrad {  // 1 where y > 0 (relu'(0) = 0); g passes through unchanged
+  template <class C>
+  DTR_HOST_DEVICE C operator()(C g, C y) const { return y > C(0) ? g : C(0); }
+};
+struct SiluGrad {  // σ(x) (1 + x (1 - σ(x)))
+  template <class C>
+  DTR_HOST_DEVICE C operator()(C g, C x) const {
+    return g * (stable_sigmoid(x) * (C(1) + x * stable_sigmoid(-x)));
+  }
+};
+// y = x s with s = sigmoid(2u), u = k (x + c x³):
+// y' = s + 2k x s (1 - s) (1 + 3c x²).
+struct GeluTanhGrad {
+  template <class C>
+  DTR_HOST_DEVICE C operator()(C g, C x) const {
+    const C k = C(0.7978845608028654);  // sqrt(2 / pi)
+    const C c = C(0.044715);
+    const C x2 = x * x;
+    const C two_u = C(2) * k * (x + c * x2 * x);
+    const C s = stable_sigmoid(two_u), one_minus_s = stable_sigmoid(-two_u);
+    return g * (s + C(2) * k * x * s * one_minus_s * (C(1) + C(3) * c * x2));
+  }
+};
+// d/dx x Φ(x) = Φ(x) + x φ(x), Φ(x) = erfc(-x / sqrt2) / 2, φ(x) = exp(-x² / 2) / sqrt(2 pi).
+struct GeluErfGrad {
+  template <class C>
+  DTR_HOST_DEVICE C operator()(C g, C x) const {
+    const C inv_sqrt2 = C(0.7071067811865476);
+    const C inv_sqrt_2pi = C(0.3989422804014327);
+    const C cdf = C(0.5) * erfc_(-x * inv_sqrt2);
+    const C pdf = exp_(C(-0.5) * x * x) * inv_sqrt_2pi;
+    return g * (cdf + x * pdf);
+  }
+};
+
 // --- binary ---
 
 struct Add {

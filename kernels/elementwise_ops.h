@@ -92,6 +92,34 @@ constexpr std::string_view compare_op_name(CompareOp op) {
   return "unknown compare op";
 }
 
+// True for the ops whose gradient g * f'(s) has a one-pass kernel (unary_grad in
+// kernels/cpu/elementwise.h and kernels/cuda/elementwise.h).
+constexpr bool has_grad_kernel(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::tanh:
+    case UnaryOp::sigmoid:
+    case UnaryOp::relu:
+    case UnaryOp::silu:
+    case UnaryOp::gelu_tanh:
+    case UnaryOp::gelu_erf: return true;
+    default: return false;
+  }
+}
+
+// True for the ops whose gradient reads the forward's output y; the others read its input x.
+constexpr bool grad_reads_output(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::exp:
+    case UnaryOp::sqrt:
+    case UnaryOp::rsqrt:
+    case UnaryOp::reciprocal:
+    case UnaryOp::tanh:
+    case UnaryOp::sigmoid:
+    case UnaryOp::relu: return true;
+    default: return false;
+  }
+}
+
 // True for the ops defined on floating types only (everything but neg, abs, square, relu).
 constexpr bool is_floating_only(UnaryOp op) {
   switch (op) {

@@ -40,6 +40,8 @@ struct CpuKernels {
   template <class... A>
   void binary(A... a) const { kernels::cpu::binary(a...); }
   template <class... A>
+  void unary_grad(A... a) const { kernels::cpu::unary_grad(a...); }
+  template <class... A>
   void add_scaled(A... a) const { kernels::cpu::add_scaled(a...); }
   template <class... A>
   void compare(A... a) const { kernels::cpu::compare(a...); }
@@ -56,6 +58,8 @@ struct CudaKernels {
   void unary(A... a) const { kernels::cuda::unary(a..., stream); }
   template <class... A>
   void binary(A... a) const { kernels::cuda::binary(a..., stream); }
+  template <class... A>
+  void unary_grad(A... a) const { kernels::cuda::unary_grad(a..., stream); }
   template <class... A>
   void add_scaled(A... a) const { kernels::cuda::add_scaled(a..., stream); }
   template <class... A>
@@ -238,6 +242,29 @@ const Tensor& inplace_op(std::string_view op, BinaryOp kind, const Tensor& self,
 }
 
 }  // namespace
+
+namespace ops {
+
+Tensor activation_grad(UnaryOp kind, const Tensor& g, const Tensor& s) {
+  const std::string_view op = kernels::unary_op_name(kind);
+  DTR_INTERNAL_ASSERT(kernels::has_grad_kernel(kind), "{}: no gradient kernel", op);
+  const Device device = ops::check_device(op, {&g, &s}, kKernels);
+  ops::check_same_dtype(op, {&g, &s});
+  DTR_INTERNAL_ASSERT(g.sizes() == s.sizes(), "{} gradient: g {} and saved {} differ in shape", op,
+                      shape_str(g.sizes()), shape_str(s.sizes()));
+  Tensor out = empty(g.sizes(), {.dtype = g.dtype(), .device = device});
+  if (device.is_meta() || out.numel() == 0) return out;
+  dispatch_floating(g.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    with_kernels(device, [&](auto k) {
+      k.unary_grad(kind, ndim_of(g.sizes()), g.sizes().data(), g.data<T>(), g.strides().data(),
+                   s.data<T>(), s.strides().data(), out.data<T>(), out.strides().data());
+    });
+  });
+  return out;
+}
+
+}  // namespace ops
 
 // ---------------------------------------------------------------- unary
 

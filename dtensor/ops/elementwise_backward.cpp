@@ -51,41 +51,11 @@ Tensor scalar_like(double value, const Tensor& like) {
 // -1, 0 or 1 by the sign of x (0 at 0, like PyTorch's abs backward).
 Tensor sign(const Tensor& x) { return cast(gt(x, 0), x.dtype()) - cast(lt(x, 0), x.dtype()); }
 
-// d/dx x·Φ(x) = Φ(x) + x·φ(x). There is no erf op, so Φ(x) is read back as
-// gelu(x) / x, which the forward kernel evaluates without cancellation (through
-// erfc); below |x| = 1e-20, Φ(x) is 0.5 to every precision.
-Tensor gelu_erf_grad(const Tensor& x) {
-  constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-  Tensor cdf = where(lt(abs(x), 1e-20), scalar_like(0.5, x), gelu(x) / x);
-  Tensor pdf = exp(square(x) * -0.5) * kInvSqrt2Pi;
-  return cdf + x * pdf;
-}
-
-// y = x·s with s = 0.5·(1 + tanh(u)) = sigmoid(2u), u = k·(x + c·x³), so
-// y' = s + 2k·x·s·(1 − s)·(1 + 3c·x²); the sigmoid form keeps 1 + tanh(u) from
-// cancelling at large negative x.
-Tensor gelu_tanh_grad(const Tensor& x) {
-  constexpr double k = 0.79788456080286535588;  // sqrt(2 / pi)
-  constexpr double c = 0.044715;
-  Tensor x2 = square(x);
-  Tensor s = sigmoid(x * (1 + x2 * c) * (2 * k));
-  return s + x * s * (1 - s) * (1 + x2 * (3 * c)) * (2 * k);
-}
-
 enum class Saves { nothing, input, output };
 
 Saves unary_saves(UnaryOp kind) {
-  switch (kind) {
-    case UnaryOp::neg: return Saves::nothing;
-    case UnaryOp::exp:
-    case UnaryOp::sqrt:
-    case UnaryOp::rsqrt:
-    case UnaryOp::reciprocal:
-    case UnaryOp::tanh:
-    case UnaryOp::sigmoid:
-    case UnaryOp::relu: return Saves::output;
-    default: return Saves::input;
-  }
+  if (kind == UnaryOp::neg) return Saves::nothing;
+  return kernels::grad_reads_output(kind) ? Saves::output : Saves::input;
 }
 
 // Formulas of one rounding step need no f32 detour for bf16 and f16.
@@ -96,8 +66,7 @@ bool unary_needs_opmath(UnaryOp kind) {
     case UnaryOp::exp:
     case UnaryOp::log:
     case UnaryOp::sqrt:
-    case UnaryOp::square:
-    case UnaryOp::relu: return false;
+    case UnaryOp::square: return false;
     default: return true;
   }
 }
@@ -115,15 +84,12 @@ Tensor unary_grad(UnaryOp kind, const Tensor& g, const Tensor& s) {
     case UnaryOp::reciprocal: return neg(g) * square(s);        // -y²
     case UnaryOp::sin: return g * cos(s);
     case UnaryOp::cos: return neg(g) * sin(s);
-    case UnaryOp::tanh: return g * (1 - square(s));             // 1 - y²
-    case UnaryOp::sigmoid: return g * (s * (1 - s));            // y (1 - y)
-    case UnaryOp::relu: return where(gt(s, 0), g, scalar_like(0, g));
-    case UnaryOp::gelu_tanh: return g * gelu_tanh_grad(s);
-    case UnaryOp::gelu_erf: return g * gelu_erf_grad(s);
-    case UnaryOp::silu: {
-      Tensor sg = sigmoid(s);
-      return g * (sg * (1 + s * (1 - sg)));  // σ (1 + x (1 - σ))
-    }
+    case UnaryOp::tanh:
+    case UnaryOp::sigmoid:
+    case UnaryOp::relu:
+    case UnaryOp::silu:
+    case UnaryOp::gelu_tanh:
+    case UnaryOp::gelu_erf: break;  // one-pass kernels: activation_grad()
   }
   DTR_INTERNAL_ASSERT(false, "no backward for unary op {}", kernels::unary_op_name(kind));
   return {};
@@ -138,6 +104,7 @@ class UnaryBackward final : public Node {
     const Tensor& g = grads[0];
     if (unary_saves(kind_) == Saves::nothing) return {unary_grad(kind_, g, Tensor())};
     Tensor s = saved_.unpack(*this);
+    if (kernels::has_grad_kernel(kind_)) return {activation_grad(kind_, g, s)};
     if (!unary_needs_opmath(kind_)) return {unary_grad(kind_, g, s)};
     return {unary_grad(kind_, opmath(g), opmath(s)).to(g.dtype())};
   }

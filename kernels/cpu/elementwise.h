@@ -36,6 +36,8 @@ using kernels::binary_op_name;
 using kernels::compare_op_name;
 using kernels::CompareOp;
 using kernels::ElementTest;
+using kernels::grad_reads_output;
+using kernels::has_grad_kernel;
 using kernels::is_floating_only;
 using kernels::opmath_t;
 using kernels::unary_op_name;
@@ -50,6 +52,13 @@ void unary(UnaryOp op, int ndim, const int64_t* sizes, const T* x, const int64_t
 template <class T>
 void binary(BinaryOp op, int ndim, const int64_t* sizes, const T* a, const int64_t* a_strides,
             const T* b, const int64_t* b_strides, T* out, const int64_t* out_strides);
+
+// out[i] = g[i] * f'(s[i]) for f = op, one of has_grad_kernel(op), with s the
+// forward's output where grad_reads_output(op), else its input: computed in
+// opmath_t<T> and rounded once. Floating T only (throws std::invalid_argument else).
+template <class T>
+void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const int64_t* g_strides,
+                const T* s, const int64_t* s_strides, T* out, const int64_t* out_strides);
 
 // out[i] = a[i] + alpha * b[i], computed in opmath_t<T> and rounded once (add with
 // torch's alpha; sub is alpha = -alpha).

@@ -51,6 +51,13 @@ void binary(BinaryOp op, int ndim, const int64_t* sizes, const T* a, const int64
             const T* b, const int64_t* b_strides, T* out, const int64_t* out_strides,
             cudaStream_t stream);
 
+// out[i] = g[i] * f'(s[i]) for f = op, one of has_grad_kernel(op), with s the
+// forward's output where grad_reads_output(op), else its input (kernels/cpu/elementwise.h).
+template <class T>
+void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const int64_t* g_strides,
+                const T* s, const int64_t* s_strides, T* out, const int64_t* out_strides,
+                cudaStream_t stream);
+
 // out[i] = a[i] + alpha * b[i], computed in opmath_t<T> (the product rounded, then
 // the sum: never fused) and rounded once to T.
 template <class T>

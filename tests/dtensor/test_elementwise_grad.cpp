@@ -401,3 +401,80 @@ TEST_CASE("in-place ops refuse tensors that require grad on either side", "[auto
   add_(plain, x, 2);  // fine without grad mode (an optimizer step)
   CHECK(values(plain) == values(x * 2));
 }
+
+// The activations' one-pass gradient kernels against their derivatives written out
+// in f64, in the tails too, for an upstream gradient read through strides (a
+// transposed view): f32 within a few ulp, bf16 and f16 rounded once (within half an
+// ulp of the f64 value, plus the f32 error).
+TEST_CASE("activation gradients match f64 derivatives in every dtype, in the tails, with a strided upstream gradient",
+          "[autograd][elementwise]") {
+  const double pi = 3.14159265358979323846, k = std::sqrt(2 / pi), c = 0.044715;
+  auto sigmoid64 = [](double z) { return 1 / (1 + std::exp(-z)); };
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    std::function<double(double)> derivative;
+    bool from_output = false;  // the kernel reads y = f(x) as stored, not x
+  };
+  const std::vector<Case> cases = {
+      {"tanh", [](const Tensor& x) { return tanh(x); },
+       [](double x) { return 1 - std::tanh(x) * std::tanh(x); }, true},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); },
+       [&](double x) { return sigmoid64(x) * sigmoid64(-x); }, true},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? 1.0 : 0.0; }, true},
+      {"silu", [](const Tensor& x) { return silu(x); },
+       [&](double x) { return sigmoid64(x) * (1 + x * sigmoid64(-x)); }},
+      {"gelu erf", [](const Tensor& x) { return gelu(x); },
+       [&](double x) {
+         return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * pi);
+       }},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::tanh); },
+       [&](double x) {  // d/dx x (1 + tanh u) / 2 with (1 + tanh u) / 2 = sigmoid(2u)
+         const double u = k * (x + c * x * x * x);
+         return sigmoid64(2 * u) + 2 * x * sigmoid64(2 * u) * sigmoid64(-2 * u) * k * (1 + 3 * c * x * x);
+       }},
+  };
+  // Rows: inputs from the far negative tail to the far positive one; columns: upstream scales.
+  const std::vector<double> xs = {-30, -9, -3, -0.75, -1e-3, 0, 2e-3, 0.5, 1, 4, 9, 30};
+  const std::vector<double> scales = {1.0, -0.75, 3.0};
+  const auto n = static_cast<int64_t>(xs.size()), m = static_cast<int64_t>(scales.size());
+  std::vector<double> x_rows, g_cols;  // x [n, m] row-major; upstream stored [m, n], read transposed
+  for (double x : xs) {
+    for (int64_t j = 0; j < m; ++j) x_rows.push_back(x);
+  }
+  for (double s : scales) {
+    for (int64_t i = 0; i < n; ++i) g_cols.push_back(s);
+  }
+  for (const Case& cs : cases) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      INFO(cs.name << " " << fmt::format("{}", dtype));
+      Tensor x = from_vector<double>(x_rows, {n, m}).to(dtype).detach().requires_grad_();
+      Tensor upstream = from_vector<double>(g_cols, {m, n}).to(dtype).t();
+      REQUIRE_FALSE(upstream.is_contiguous());
+      cs.f(x).backward(upstream);
+      REQUIRE(x.grad().dtype() == dtype);
+      const std::vector<double> got = values(x.grad().to(DType::f64));
+      const std::vector<double> x_stored = values(x.detach().to(DType::f64));  // x as rounded to dtype
+      // Relative error: the f32 math (a few ulp, more where tanh or the exp of the
+      // gelus amplify it) plus half an ulp of the stored dtype. A gradient read from
+      // the stored output (1 - y² for tanh, y (1 - y) for sigmoid) also carries y's
+      // rounding, up to about twice the unit roundoff of 1, absolutely. Where the
+      // derivative's terms (each at most about 1) cancel, as near gelu's minimum at
+      // x = -0.75, a few f32 roundings of 1 remain, absolutely.
+      const double unit_roundoff = dtype == DType::f32 ? 0x1p-24 : dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+      const double tol = (dtype == DType::f32 ? 0.0 : unit_roundoff) + 2e-6;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) {
+          const double want = scales[static_cast<size_t>(j)] * cs.derivative(x_stored[static_cast<size_t>(i * m + j)]);
+          const double have = got[static_cast<size_t>(i * m + j)];
+          INFO("x " << xs[static_cast<size_t>(i)] << " scale " << scales[static_cast<size_t>(j)] << ": " << have
+                    << " vs " << want);
+          // f16's smallest normal is 2^-14: below it the stored value is absolutely rounded.
+          double floor = (dtype == DType::f16 ? 0x1p-24 : 0.0) + 4 * 0x1p-24 * std::abs(scales[static_cast<size_t>(j)]);
+          if (cs.from_output) floor += 2 * unit_roundoff * std::abs(scales[static_cast<size_t>(j)]);
+          CHECK(std::abs(have - want) <= tol * std::abs(want) + floor);
+        }
+      }
+    }
+  }
+}
