@@ -28,17 +28,29 @@ SavedTensor save_if(bool needed, const Tensor& t) {
   return needed ? SavedTensor(t.detach()) : SavedTensor();
 }
 
+// True when t is a matrix stored transposed (column-major), like weight.t() in a
+// Linear. Its gradient is produced in that layout too, so the transposing view it
+// came from hands its owner a contiguous gradient, not one that must be gathered
+// through strides into the parameter's layout.
+bool stored_transposed(const Tensor& t) {
+  return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) >= t.size(0);
+}
+
 // g . b^T and a^T . g for a [..., m, k], b [..., k, n], g [..., m, n], each summed
-// to its operand's shape. When b is one matrix shared by every batch entry of a
-// (a Linear layer), grad_b is one [k, rows] . [rows, n] product over all rows.
-Tensor product_grad_a(const Tensor& g, const Tensor& b, const Shape& a_shape) {
+// to its operand's shape, in the operand's layout where it is a transposed matrix.
+// When b is one matrix shared by every batch entry of a (a Linear layer), grad_b
+// is one [k, rows] . [rows, n] product over all rows.
+Tensor product_grad_a(const Tensor& g, const Tensor& b, const Shape& a_shape, bool a_transposed) {
+  if (a_transposed && g.dim() == 2) return mm(b, g.t()).t();  // ([k, n] . [n, m])^T
   return autograd::sum_to(matmul(g, b.transpose(-1, -2)), a_shape);
 }
 
-Tensor product_grad_b(const Tensor& g, const Tensor& a, const Shape& b_shape) {
-  if (b_shape.size() == 2 && g.dim() > 2) {
+Tensor product_grad_b(const Tensor& g, const Tensor& a, const Shape& b_shape, bool b_transposed) {
+  if (b_shape.size() == 2 && (g.dim() > 2 || b_transposed)) {
     const int64_t rows = numel_of(Shape(g.sizes().begin(), g.sizes().end() - 1));
-    return mm(a.reshape({rows, a.size(-1)}).t(), g.reshape({rows, g.size(-1)}));
+    const Tensor a2 = a.reshape({rows, a.size(-1)}), g2 = g.reshape({rows, g.size(-1)});
+    if (b_transposed) return mm(g2.t(), a2).t();  // ([n, rows] . [rows, k])^T
+    return mm(a2.t(), g2);
   }
   return autograd::sum_to(matmul(a.transpose(-1, -2), g), b_shape);
 }
@@ -52,6 +64,8 @@ class MatmulBackward final : public autograd::Node {
       : name_(std::move(name)),
         a_shape_(a.sizes()),
         b_shape_(b.sizes()),
+        a_transposed_(stored_transposed(a)),
+        b_transposed_(stored_transposed(b)),
         a_(save_if(need_b, a)),
         b_(save_if(need_a, b)) {}
 
@@ -67,11 +81,11 @@ class MatmulBackward final : public autograd::Node {
     std::vector<Tensor> out(2);
     if (needs_input_grad(0)) {
       Tensor b = b_.unpack(*this);
-      out[0] = product_grad_a(g, b_1d ? b.unsqueeze(1) : b, a2_shape).reshape(a_shape_);
+      out[0] = product_grad_a(g, b_1d ? b.unsqueeze(1) : b, a2_shape, a_transposed_).reshape(a_shape_);
     }
     if (needs_input_grad(1)) {
       Tensor a = a_.unpack(*this);
-      out[1] = product_grad_b(g, a_1d ? a.unsqueeze(0) : a, b2_shape).reshape(b_shape_);
+      out[1] = product_grad_b(g, a_1d ? a.unsqueeze(0) : a, b2_shape, b_transposed_).reshape(b_shape_);
     }
     return out;
   }
@@ -84,6 +98,7 @@ class MatmulBackward final : public autograd::Node {
  private:
   std::string name_;
   Shape a_shape_, b_shape_;
+  bool a_transposed_, b_transposed_;  // stored_transposed(a), stored_transposed(b)
   SavedTensor a_, b_;
 };
 

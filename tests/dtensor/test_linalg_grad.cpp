@@ -82,6 +82,41 @@ TEST_CASE("matmul gradients flow through transposed, sliced and permuted operand
                            {v, m}) == "");
 }
 
+// A Linear reads its weight [out, in] as weight.t(): the product's gradient for that
+// operand must come back in the same column-major layout (so that the transpose's
+// backward hands the weight a contiguous gradient), with the values of g^T x.
+TEST_CASE("the gradient of a transposed matrix operand comes back in its layout", "[autograd][matmul]") {
+  Tensor x = leaf({2, 3, 4}, 1), w = leaf({5, 4}, 2);
+  Tensor y = matmul(x, w.t());
+  Tensor g = random64({2, 3, 5}, 3);
+  std::vector<Tensor> grads = y.grad_fn()->apply({g});
+  REQUIRE(grads.size() == 2);
+  const Tensor& gw_t = grads[1];  // the gradient of w.t(), [4, 5]
+  REQUIRE(gw_t.sizes() == Shape{4, 5});
+  CHECK(gw_t.strides() == Shape{1, 4});
+  CHECK(gw_t.t().is_contiguous());
+  const std::vector<double> xv = values(x), gv = values(g), got = values(gw_t);
+  for (int i = 0; i < 4; ++i) {
+    for (int o = 0; o < 5; ++o) {
+      double want = 0;  // sum over the 6 rows of x[r, i] g[r, o]
+      for (int r = 0; r < 6; ++r) want += xv[r * 4 + i] * gv[r * 5 + o];
+      CHECK(got[i * 5 + o] == Approx(want).epsilon(1e-12));
+    }
+  }
+  // A transposed left operand of a 2-D product likewise: grad of a = x2.t() is [3, 6] column-major.
+  Tensor a = leaf(random64({6, 3}, 4).t()), b = leaf({6, 2}, 5);
+  Tensor h = random64({3, 2}, 6);
+  std::vector<Tensor> mm_grads = mm(a, b).grad_fn()->apply({h});
+  CHECK(mm_grads[0].strides() == Shape{1, 3});
+  const std::vector<double> bv = values(b), hv = values(h), ga = values(mm_grads[0]);
+  for (int m = 0; m < 3; ++m) {
+    for (int k = 0; k < 6; ++k) {
+      const double want = hv[m * 2] * bv[k * 2] + hv[m * 2 + 1] * bv[k * 2 + 1];
+      CHECK(ga[m * 6 + k] == Approx(want).epsilon(1e-12));
+    }
+  }
+}
+
 TEST_CASE("mm and bmm gradients match finite differences, with transposed views", "[autograd][matmul]") {
   Tensor a = leaf({3, 7}, 1), b = leaf(random64({2, 7}, 2).t());
   CHECK(testing::gradcheck([](const Inputs& in) { return mm(in[0], in[1]); }, {a, b}) == "");
