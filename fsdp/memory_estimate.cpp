@@ -66,11 +66,15 @@ int64_t size_of(DType d) { return static_cast<int64_t>(element_size(d)); }
 //   the final norm's output and statistics, the logits V and cross entropy's
 //   per-row statistics.
 //   The peak is in the backward of the last block, while everything forward kept
-//   is still alive: its transient gradients take D + 8H per row (GPT-2: D + 11H,
-//   measured with H = 4D only), plus 5H (GPT-2: 7H) f32 temporaries when the
-//   compute dtype is 16-bit. These coefficients were measured on this runtime (the peak minus what
-//   forward kept, which this model counts exactly), for the llama and GPT-2 shapes
-//   of tests/mpi/memory_estimate_test.cpp. The head's backward (the logits'
+//   is still alive, in the larger of two transients per row:
+//   - the feed-forward's: 2D + 3H (SwiGLU) or 2D + 2H (GELU) elements of c (the
+//     gradients of the hidden activations, the one-pass activation gradient, the
+//     input's gradient);
+//   - attention's: dout, dq, dk and dv in acc (2D + 2kvD), plus their casts back
+//     to c (D + 2kvD) when c is narrower than acc.
+//   These were measured on this runtime (the peak minus what forward kept, which
+//   this model counts exactly), for the llama and GPT-2 shapes of
+//   tests/mpi/memory_estimate_test.cpp. The head's backward (the logits'
 //   gradient and a softmax temporary, 2 x BT x V) is taken when larger.
 //   With activation checkpointing a block keeps only its output (the next block's
 //   input); its backward recomputes its forward, so the peak is everything kept
@@ -92,10 +96,9 @@ int64_t estimate_activation_bytes(const nn::TransformerConfig& cfg, int64_t batc
   // GPT-2 also keeps the i64 positions [T] (the position embedding's indices).
   const int64_t root = BT * (2 * D + V) * c + BT * stats_per_norm * a + 2 * BT * a + (llama ? 0 : T * 8);
   const int64_t head_backward = 2 * BT * V * c;
-  // Measured on this runtime (see the comment above): with a 16-bit compute
-  // dtype the feed-forward backward also holds f32 temporaries: 5 x H (SwiGLU),
-  // 7 x H (GELU).
-  const int64_t block_backward = BT * ((D + (llama ? 8 : 11) * H) * c + (c < 4 ? (llama ? 5 : 7) * H * 4 : 0));
+  const int64_t ffn_backward = (2 * D + (llama ? 3 : 2) * H) * c;
+  const int64_t attention_backward = (2 * D + 2 * kvD) * a + (c < a ? (D + 2 * kvD) * c : 0);
+  const int64_t block_backward = BT * std::max(ffn_backward, attention_backward);
   if (!activation_checkpointing) return root + L * block + std::max(head_backward, block_backward);
   const int64_t kept = root + L * block_output;
   return kept + std::max(head_backward, block + block_backward);
