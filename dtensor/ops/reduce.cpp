@@ -106,16 +106,44 @@ struct CudaRowKernels {
     kernels::cuda::argmax_rows<T>(in, rows, cols, out, workspace, stream);
   }
 };
+
+// The column kernels behind the same interface: a contiguous [outer, inner]
+// input reduced over outer (see reduce() for when).
+struct CudaColKernels {
+  cudaStream_t stream;
+  void* workspace;
+  template <class T>
+  void sum(const T* in, int64_t outer, int64_t inner, kernels::cpu::sum_out_t<T>* out) const {
+    kernels::cuda::sum_cols<T>(in, outer, inner, out, workspace, stream);
+  }
+  template <class T>
+  void mean(const T* in, int64_t outer, int64_t inner, T* out) const {
+    kernels::cuda::mean_cols<T>(in, outer, inner, out, workspace, stream);
+  }
+  template <class T>
+  void max(const T* in, int64_t outer, int64_t inner, T* out) const {
+    kernels::cuda::max_cols<T>(in, outer, inner, out, workspace, stream);
+  }
+  template <class T>
+  void min(const T* in, int64_t outer, int64_t inner, T* out) const {
+    kernels::cuda::min_cols<T>(in, outer, inner, out, workspace, stream);
+  }
+  template <class T>
+  void argmax(const T* in, int64_t outer, int64_t inner, int64_t* out) const {
+    kernels::cuda::argmax_cols<T>(in, outer, inner, out, workspace, stream);
+  }
+};
 #endif
 
-// Runs the row kernel for `kind` on a contiguous [rows, cols] input into `out`.
-template <class RowKernels>
-void run_kernel(const RowKernels& k, ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols,
+// Runs the kernel for `kind` on a contiguous [m, n] input into `out`: the row
+// kernels reduce over n ([rows, cols]), the column kernels over m ([outer, inner]).
+template <class Kernels>
+void run_kernel(const Kernels& k, ReduceKind kind, const Tensor& in, int64_t m, int64_t n,
                 const Tensor& out) {
   if (kind == ReduceKind::mean) {
     dispatch_floating(in.dtype(), "mean", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      k.template mean<T>(in.data<T>(), rows, cols, out.data<T>());
+      k.template mean<T>(in.data<T>(), m, n, out.data<T>());
     });
     return;
   }
@@ -123,33 +151,60 @@ void run_kernel(const RowKernels& k, ReduceKind kind, const Tensor& in, int64_t 
     using T = typename decltype(tag)::type;
     switch (kind) {
       case ReduceKind::sum:
-        k.template sum<T>(in.data<T>(), rows, cols, out.data<kernels::cpu::sum_out_t<T>>());
+        k.template sum<T>(in.data<T>(), m, n, out.data<kernels::cpu::sum_out_t<T>>());
         break;
-      case ReduceKind::max: k.template max<T>(in.data<T>(), rows, cols, out.data<T>()); break;
-      case ReduceKind::min: k.template min<T>(in.data<T>(), rows, cols, out.data<T>()); break;
-      case ReduceKind::argmax:
-        k.template argmax<T>(in.data<T>(), rows, cols, out.data<int64_t>());
-        break;
+      case ReduceKind::max: k.template max<T>(in.data<T>(), m, n, out.data<T>()); break;
+      case ReduceKind::min: k.template min<T>(in.data<T>(), m, n, out.data<T>()); break;
+      case ReduceKind::argmax: k.template argmax<T>(in.data<T>(), m, n, out.data<int64_t>()); break;
       case ReduceKind::mean: break;  // handled above
     }
   });
 }
 
-// Runs the reduction with the kernels of the device that holds `in` and `out`.
-void run_on_device(ReduceKind kind, const Tensor& in, int64_t rows, int64_t cols, const Tensor& out) {
+// How the kernels see a contiguous input: [rows, cols] reduced over cols (the
+// row kernels, every device), or [outer, inner] reduced over outer (the column kernels, CUDA).
+enum class Layout { rows, columns };
+
+// Runs the reduction of a contiguous [m, n] input with the kernels of the
+// device that holds `in` and `out`.
+void run_on_device(ReduceKind kind, Layout layout, const Tensor& in, int64_t m, int64_t n,
+                   const Tensor& out) {
 #ifdef DTR_WITH_CUDA
   if (in.device().is_cuda()) {
     const int index = in.device().index;
     cuda::DeviceGuard guard(index);
-    const int64_t bytes = static_cast<int64_t>(kernels::cuda::reduce_workspace_bytes(rows, cols));
+    const bool columns = layout == Layout::columns;
+    const int64_t bytes = static_cast<int64_t>(
+        columns ? kernels::cuda::reduce_cols_workspace_bytes(m, n)
+                : kernels::cuda::reduce_workspace_bytes(m, n));
     const Tensor workspace =
         bytes > 0 ? empty({bytes}, {.dtype = DType::u8, .device = in.device()}) : Tensor();
     void* scratch = workspace.defined() ? workspace.raw_data() : nullptr;
-    run_kernel(CudaRowKernels{cuda::current_stream(index), scratch}, kind, in, rows, cols, out);
+    const cudaStream_t stream = cuda::current_stream(index);
+    if (columns) {
+      run_kernel(CudaColKernels{stream, scratch}, kind, in, m, n, out);
+    } else {
+      run_kernel(CudaRowKernels{stream, scratch}, kind, in, m, n, out);
+    }
     return;
   }
 #endif
-  run_kernel(CpuRowKernels{}, kind, in, rows, cols, out);
+  DTR_INTERNAL_ASSERT(layout == Layout::rows, "reduce: the column kernels are CUDA-only");
+  run_kernel(CpuRowKernels{}, kind, in, m, n, out);
+}
+
+// Whether every reduced dim of size > 1 comes before every kept dim of size > 1.
+bool reduced_dims_lead(const Tensor& t, const std::vector<bool>& reduced) {
+  bool kept_seen = false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 1) continue;
+    if (!reduced[d]) {
+      kept_seen = true;
+    } else if (kept_seen) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Records out's backward (dtensor/ops/reduce_backward.cpp) when t needs a gradient.
@@ -174,7 +229,8 @@ void record_backward(ReduceKind kind, const Tensor& t, const std::vector<int64_t
 }
 
 // Reduces `t` over `dims` (every dim when empty). The kept dims are moved first
-// and the reduced dims last, so the kernels see contiguous [rows, cols] rows.
+// and the reduced dims last, so the row kernels see contiguous [rows, cols]
+// rows; on CUDA, reduced dims that already lead go to the column kernels instead.
 Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   const std::string_view op = op_name(kind);
   const Device device = ops::check_device(op, {&t}, ops::Kernels::cpu_and_cuda);
@@ -207,8 +263,16 @@ Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims
 
   Tensor out = empty(out_shape, {.dtype = result_dtype(kind, t.dtype()), .device = device});
   if (!device.is_meta() && rows != 0) {
-    NoGradGuard no_grad;  // the permuted copy is bookkeeping; the op records its own backward
-    run_on_device(kind, t.permute(perm).contiguous(), rows, cols, out);
+    // Reduced dims leading a contiguous CUDA tensor (a bias gradient: [B, T, C]
+    // over {0, 1}): t already is [cols, rows] in memory, and the column kernels
+    // read it in place where permute().contiguous() would be a full transposed
+    // copy. A single kept element (rows == 1) is one row, which the row kernels split.
+    if (device.is_cuda() && rows > 1 && t.is_contiguous() && reduced_dims_lead(t, reduced)) {
+      run_on_device(kind, Layout::columns, t, cols, rows, out);
+    } else {
+      NoGradGuard no_grad;  // the permuted copy is bookkeeping; the op records its own backward
+      run_on_device(kind, Layout::rows, t.permute(perm).contiguous(), rows, cols, out);
+    }
   }
   record_backward(kind, t, dims, reduced, keepdim, out);
   return out;

@@ -22,6 +22,34 @@
 // `workspace` must hold reduce_workspace_bytes(rows, cols) bytes of device
 // memory (it may be null when that is 0). Every launcher enqueues on `stream`
 // and returns without synchronizing.
+//
+// Column reductions (sum_cols ... argmax_cols): the same five reductions over
+// the leading extent of a contiguous [outer, inner] device buffer, one result
+// per column: out[c] = op over r of in[r * inner + c] (a bias gradient: grad
+// [B * T, C] summed over B * T, without transposing it first). argmax gives the
+// row r; an empty column (outer == 0) gives 0 / NaN / -1 like an empty row.
+// Strategy, chosen from outer and inner only:
+//   - a block of kColThreadsX x kColSlices threads covers a tile of columns.
+//     Consecutive threads own consecutive columns, so a warp reads a contiguous
+//     span of each row: 1 column per thread, or 4 / sizeof(T) adjacent columns
+//     (one 4-byte load) for 1- and 2-byte types when the buffer is 4-byte
+//     aligned and inner is a multiple of that (a warp then reads 128 bytes).
+//     Row slice y (threadIdx.y) folds rows y, y + kColSlices, ... of the
+//     block's rows in order; the slices are folded in order in shared memory.
+//   - few column tiles (fewer than kColTargetBlocks 32-column tiles, and at
+//     least 2 * kColMinPieceRows rows): two passes. Pass 1 cuts outer into
+//     pieces of chunk rows (a multiple of kColSlices, at least
+//     kColMinPieceRows), blockIdx.y = piece, so that about kColTargetBlocks
+//     (32-column tile, piece) pairs exist, and writes each piece's partial
+//     result per column into `workspace`; pass 2 folds each column's
+//     partials in piece order, one thread per column. E.g. [8192, 768] bf16:
+//     43 pieces of 192 rows x 12 tiles of 64 columns = 516 blocks;
+//     [8192, 3072] bf16: 11 pieces x 48 tiles = 528 blocks.
+// Whether columns are paired changes only which thread owns a column, never
+// the order in which a column's elements are combined, so the column rules are
+// those of the rows: bitwise reproducible, no atomics, float sums within
+// rounding of the CPU, max/min/argmax bitwise (up to the sign of a zero).
+// `workspace` must hold reduce_cols_workspace_bytes(outer, inner) bytes.
 #pragma once
 
 #include "kernels/cpu/reduce.h"  // sum_out_t (fmt-free)
@@ -66,6 +94,41 @@ void min_rows(const T* in, int64_t rows, int64_t cols, T* out, void* workspace,
 // out[r] is the index within row r (-1 for an empty row).
 template <class T>
 void argmax_rows(const T* in, int64_t rows, int64_t cols, int64_t* out, void* workspace,
+                 cudaStream_t stream);
+
+// Column reductions: block shape, and when outer is split (see the header comment).
+inline constexpr int kColThreadsX = 32;
+inline constexpr int kColSlices = 16;
+// (32-column tile, piece) pairs the split aims at: 2-4 blocks per SM of a 132-SM H100 for
+// 2-byte types (64-column tiles), twice that for wider ones.
+inline constexpr int64_t kColTargetBlocks = 1024;
+// A piece has at least this many rows (kColMinPieceRows / kColSlices per thread).
+inline constexpr int64_t kColMinPieceRows = 128;
+
+// Device scratch bytes the column launchers need for an [outer, inner] input (0 when one
+// pass suffices).
+size_t reduce_cols_workspace_bytes(int64_t outer, int64_t inner);
+
+template <class T>
+void sum_cols(const T* in, int64_t outer, int64_t inner, sum_out_t<T>* out, void* workspace,
+              cudaStream_t stream);
+
+// Floating T only.
+template <class T>
+void mean_cols(const T* in, int64_t outer, int64_t inner, T* out, void* workspace,
+               cudaStream_t stream);
+
+template <class T>
+void max_cols(const T* in, int64_t outer, int64_t inner, T* out, void* workspace,
+              cudaStream_t stream);
+
+template <class T>
+void min_cols(const T* in, int64_t outer, int64_t inner, T* out, void* workspace,
+              cudaStream_t stream);
+
+// out[c] is the row r of column c's maximum (-1 when outer == 0).
+template <class T>
+void argmax_cols(const T* in, int64_t outer, int64_t inner, int64_t* out, void* workspace,
                  cudaStream_t stream);
 
 }  // namespace dtr::kernels::cuda

@@ -2,10 +2,11 @@
 // against the CPU ops on the same inputs: each dim of a 3-D tensor, several
 // dims, keepdim, whole-tensor, non-contiguous views, every dtype, empty and
 // one-element shapes, a 2^24-element row, many short rows, the kernels'
-// size thresholds, NaN rows, -inf masks, huge values and run-to-run
-// determinism. Inputs are fresh random values each run (the seed is printed on
-// failure). Integer results and max/min/argmax must match bit for bit; float
-// sums within the error bound of two different summation orders:
+// size thresholds, leading dims (the column kernels, one pass and split),
+// NaN rows and columns, -inf masks, huge values and run-to-run determinism.
+// Inputs are fresh random values each run (the seed is printed on failure).
+// Integer results and max/min/argmax must match bit for bit; float sums within
+// the error bound of two different summation orders:
 // |gpu - cpu| <= acc_rtol * sum|x| + out_rtol * |cpu| (acc_rtol from the
 // accumulation type, out_rtol one rounding of the output type).
 #include "dtensor/cuda/cuda_runtime.h"
@@ -319,6 +320,199 @@ TEST_CASE("CUDA reductions give bitwise the same result on every run", "[gpu][re
   const Tensor shifted = random_cpu({(int64_t{1} << 20) + 1}, DType::f32, gen).to(kGpu);
   const Tensor tail = shifted.narrow(0, 1, int64_t{1} << 20);
   CHECK(same_bits(sum(tail), sum(tail.clone())));
+}
+
+// ---------------------------------------------------------------------------
+// Reductions over the leading dims of a contiguous tensor: the column kernels
+// (kernels/cuda/reduce.h), which read [outer, inner] in place. Which path ran
+// is not observable from here; the shapes below are ones the op sends there.
+
+namespace {
+
+// All ops that take `dims` (max / min / argmax only a single dim) on a GPU copy
+// of `cpu`, with keepdim false (and true unless `both_keepdims` is false).
+void check_leading(const Tensor& cpu, const std::vector<int64_t>& dims, bool both_keepdims = true) {
+  const Tensor gpu = cpu.to(kGpu);
+  REQUIRE(gpu.is_contiguous());
+  check_all_ops(cpu, gpu, dims, false);
+  if (both_keepdims) check_all_ops(cpu, gpu, dims, true);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA reductions over leading dims (column kernels) match the CPU", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  struct Case {
+    Shape shape;
+    std::vector<std::vector<int64_t>> dims;
+  };
+  // Tiny, odd and tile-straddling column counts; size-1 dims anywhere do not
+  // matter ([7, 1, 33] over {0}, [1, 6, 1, 50] over {1}, [6, 50, 1] over {0, 2}).
+  // [1, 1] keeps a single element, which the op leaves to the row kernels.
+  const std::vector<Case> cases = {
+      {{1, 1}, {{0}}},
+      {{3, 5}, {{0}, {-2}}},
+      {{7, 1, 33}, {{0}, {0, 1}}},
+      {{1, 6, 1, 50}, {{1}, {0, 1}, {1, 2}}},
+      {{6, 50, 1}, {{0, 2}}},
+      {{1000, 3}, {{0}}},  // split into pieces, 3 columns
+      {{64, 1025}, {{0}}},  // odd column count: one column per thread, a partial tile
+      {{64, 1026}, {{0}}},  // even: paired 1- and 2-byte columns, a partial tile
+      {{4, 256, 768}, {{0, 1}, {0}}},  // a bias gradient (split: 1024 rows)
+  };
+  for (DType dtype : kAllDtypes) {
+    for (const Case& c : cases) {
+      const Tensor cpu = random_cpu(c.shape, dtype, gen);
+      for (const std::vector<int64_t>& dims : c.dims) check_leading(cpu, dims);
+    }
+  }
+}
+
+TEST_CASE("CUDA reductions over leading dims split into pieces match the CPU", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // Row counts that split outer into pieces (the last one short), for
+  // each element width: [8192, 768] is a GPT-2 bias gradient (43 pieces),
+  // [2048, 3072] its MLP one at a smaller batch (11), [300, 5] just two pieces.
+  for (DType dtype : kAllDtypes) {
+    CAPTURE(name_of(dtype));
+    check_leading(random_cpu({2, 4096, 768}, dtype, gen), {0, 1}, false);
+    check_leading(random_cpu({8192, 768}, dtype, gen), {0}, false);
+    check_leading(random_cpu({2048, 3072}, dtype, gen), {0}, false);
+    check_leading(random_cpu({300, 5}, dtype, gen), {0});
+    check_leading(random_cpu({4099, 33}, dtype, gen), {0});  // 29 pieces, the last of 67 rows
+  }
+  const Tensor bias_grad = random_cpu({8, 1024, 3072}, DType::bf16, gen);
+  check_op(Op::sum, bias_grad, bias_grad.to(kGpu), {0, 1}, false);
+}
+
+TEST_CASE("CUDA column reductions: misaligned starts, empty columns, NaN and the bias gradient",
+          "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // A contiguous view starting one element past an aligned address: 1- and
+  // 2-byte columns cannot be read in pairs there, and the result is the same.
+  for (DType dtype : {DType::bf16, DType::f16, DType::u8, DType::f32}) {
+    CAPTURE(name_of(dtype));
+    const Tensor flat = random_cpu({1 + 2048 * 96}, dtype, gen);
+    const Tensor cpu = flat.narrow(0, 1, 2048 * 96).reshape({2048, 96});
+    const Tensor gpu = flat.to(kGpu).narrow(0, 1, 2048 * 96).reshape({2048, 96});
+    REQUIRE(gpu.is_contiguous());
+    check_all_ops(cpu, gpu, {0}, false);
+    const Tensor aligned = gpu.clone();
+    for (Op op : {Op::sum, Op::max, Op::argmax}) {
+      CAPTURE(op_name(op));
+      CHECK(same_bits(apply(op, gpu, {0}, false), apply(op, aligned, {0}, false)));
+    }
+  }
+
+  // No rows: sums of 0, means of NaN (the CPU's rules).
+  const Tensor none = empty({0, 5}, {.device = kGpu});
+  CHECK(sum(none, {0}).to(kCpu).to_vector<float>() == std::vector<float>(5, 0.0f));
+  CHECK(sum(none, {0}, true).sizes() == Shape{1, 5});
+  for (double v : values_of(mean(none, {0}))) CHECK(std::isnan(v));
+  CHECK_THROWS_WITH(argmax(none, 0), Catch::Contains("argmax: cannot reduce over dim 0 of size 0"));
+
+  // NaN in columns: the first NaN wins max / min / argmax, one pass and split.
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
+    for (int64_t rows : {100, 3000}) {
+      CAPTURE(name_of(dtype), rows);
+      const int64_t cols = 4;
+      std::vector<double> x = values_of(random_cpu({rows, cols}, DType::f64, gen));
+      // Column 0: two NaNs (the first is the argmax); column 1: NaN last; column 3: NaN first.
+      const int64_t a = rows / 3, b = 2 * rows / 3;
+      x[a * cols] = kNaN;
+      x[b * cols] = kNaN;
+      x[(rows - 1) * cols + 1] = kNaN;
+      x[3] = kNaN;
+      const Tensor cpu = from_vector(x, {rows, cols}).to(dtype);
+      const Tensor gpu = cpu.to(kGpu);
+      const std::vector<int64_t> got = argmax(gpu, 0).to(kCpu).to_vector<int64_t>();
+      CHECK(got[0] == a);
+      CHECK(got[1] == rows - 1);
+      CHECK(got[3] == 0);
+      CHECK(same_bits(argmax(gpu, 0), argmax(cpu, 0)));
+      for (const Tensor& r : {max(gpu, 0), min(gpu, 0)}) {
+        const std::vector<double> v = values_of(r);
+        CHECK(std::isnan(v[0]));
+        CHECK(std::isnan(v[1]));
+        CHECK_FALSE(std::isnan(v[2]));
+        CHECK(std::isnan(v[3]));
+      }
+      CHECK(same_bits(max(gpu, 0).narrow(0, 2, 1), max(cpu, 0).narrow(0, 2, 1)));
+    }
+  }
+
+  // A Linear's bias gradient goes through sum over the leading dims (autograd::sum_to).
+  const Tensor x = random_cpu({4, 64, 48}, DType::f32, gen);
+  const Tensor g = random_cpu({4, 64, 48}, DType::f32, gen);
+  const Tensor b = random_cpu({48}, DType::f32, gen);
+  auto bias_grad = [&](Device device) {
+    const Tensor leaf = b.to(device).detach().requires_grad_();
+    sum(mul(add(x.to(device), leaf), g.to(device))).backward();
+    return leaf.grad();
+  };
+  const Tensor want = bias_grad(kCpu), got = bias_grad(kGpu);
+  REQUIRE(got.device() == kGpu);
+  CHECK_CLOSE(got, want, values_of(sum(abs(g.to(DType::f64)), {0, 1})), acc_rtol(DType::f32), 0.0);
+}
+
+TEST_CASE("CUDA column reductions give bitwise the same result on every run", "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    // Split ([8192, 768]) and one pass ([64, 3000]).
+    for (const Shape& shape : {Shape{8192, 768}, Shape{64, 3000}}) {
+      CAPTURE(name_of(dtype), shape);
+      const Tensor gpu = random_cpu(shape, dtype, gen).to(kGpu);
+      const Tensor first_sum = sum(gpu, {0}), first_mean = mean(gpu, {0});
+      const Tensor first_max = max(gpu, 0), first_argmax = argmax(gpu, 0);
+      for (int run = 0; run < 3; ++run) {
+        CHECK(same_bits(sum(gpu, {0}), first_sum));
+        CHECK(same_bits(mean(gpu, {0}), first_mean));
+        CHECK(same_bits(max(gpu, 0), first_max));
+        CHECK(same_bits(argmax(gpu, 0), first_argmax));
+      }
+    }
+    // [8, 1024, 768] over {0, 1} is the same [8192, 768] columns.
+    const Tensor gpu = random_cpu({8192, 768}, dtype, gen).to(kGpu);
+    CHECK(same_bits(sum(gpu.view({8, 1024, 768}), {0, 1}), sum(gpu, {0})));
+  }
+}
+
+TEST_CASE("CUDA reductions over non-leading dims and of non-contiguous inputs keep the row path",
+          "[gpu][reduce]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
+    CAPTURE(name_of(dtype));
+    const Tensor cpu = random_cpu({4, 256, 96}, dtype, gen);
+    const Tensor gpu = cpu.to(kGpu);
+    // A kept dim before a reduced one: permuted to rows first.
+    for (const std::vector<int64_t>& dims :
+         std::vector<std::vector<int64_t>>{{1}, {2}, {0, 2}, {1, 2}}) {
+      check_all_ops(cpu, gpu, dims, false);
+    }
+    // Leading reduced dims of non-contiguous views: a transpose and a column slice.
+    const Tensor cpu_t = cpu.transpose(0, 2), gpu_t = gpu.transpose(0, 2);
+    const Tensor cpu_s = cpu.narrow(2, 5, 40), gpu_s = gpu.narrow(2, 5, 40);
+    REQUIRE_FALSE(gpu_t.is_contiguous());
+    REQUIRE_FALSE(gpu_s.is_contiguous());
+    for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0}, {0, 1}}) {
+      check_all_ops(cpu_t, gpu_t, dims, true);
+      check_all_ops(cpu_s, gpu_s, dims, false);
+    }
+    // Whole-tensor reductions and a single kept element stay on the row kernels.
+    check_all_ops(cpu, gpu, {}, false);
+    check_all_ops(cpu.narrow(2, 0, 1).contiguous(), gpu.narrow(2, 0, 1).contiguous(), {0, 1},
+                  false);
+  }
 }
 
 // ---------------------------------------------------------------------------
