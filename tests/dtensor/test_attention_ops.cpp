@@ -8,6 +8,8 @@
 #include "dtensor/ops/attention.h"
 #include "dtensor/ops/dropout.h"
 #include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/matmul.h"
+#include "dtensor/ops/softmax.h"
 #include "dtensor/ops/rope.h"
 #include "dtensor/random.h"
 #include "tests/support/gradcheck.h"
@@ -190,6 +192,54 @@ TEST_CASE("gradcheck of attention for q k and v, causal and grouped", "[attentio
               return scaled_dot_product_attention(in[0], in[1], v, true, 0.7);
             },
             {q, k}) == "");
+}
+
+// The attention of q [B, Hq, T, D], k and v [B, Hkv, S, D] composed of matmul, where
+// and softmax (kv heads repeated for their query heads), so that autograd through
+// those ops gives reference gradients. Every row must see a key (S >= T if causal).
+Tensor composite_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Hkv = k.size(1), S = k.size(2), group = Hq / Hkv;
+  auto repeat_heads = [&](const Tensor& x) {
+    return x.unsqueeze(2).expand({B, Hkv, group, S, D}).reshape({B, Hq, S, D});
+  };
+  Tensor scores = matmul(q, repeat_heads(k).transpose(-1, -2)) * scale;
+  if (causal) {  // key s is hidden from row t when s > t + S - T
+    Tensor s_index = arange(S, {.dtype = DType::f64}).reshape({1, S});
+    Tensor t_index = arange(T, {.dtype = DType::f64}).reshape({T, 1});
+    Tensor hidden = gt(s_index, t_index + static_cast<double>(S - T));
+    scores = where(hidden, full({}, -std::numeric_limits<double>::infinity(), {.dtype = DType::f64}), scores);
+  }
+  return matmul(softmax(scores, -1), repeat_heads(v));
+}
+
+TEST_CASE("attention over several query blocks matches the composed ops, values and gradients", "[attention]") {
+  Generator gen(16);
+  const TensorOptions opt{.dtype = DType::f64};
+  struct Case {
+    int64_t hq, hkv, t, s;
+    bool causal;
+  };
+  // T beyond one 64-row block of the CPU kernel, a last partial block, a causal
+  // offset S - T, grouped heads.
+  for (Case c : {Case{4, 2, 150, 170, true}, Case{2, 2, 130, 130, true}, Case{3, 1, 70, 200, false}}) {
+    CAPTURE(c.hq, c.hkv, c.t, c.s, c.causal);
+    Tensor q = (randn({2, c.hq, c.t, 8}, opt, &gen) * 0.5).detach().requires_grad_();
+    Tensor k = randn({2, c.hkv, c.s, 8}, opt, &gen).requires_grad_();
+    Tensor v = randn({2, c.hkv, c.s, 8}, opt, &gen).requires_grad_();
+    Tensor upstream = randn({2, c.hq, c.t, 8}, opt, &gen);
+    Tensor out = scaled_dot_product_attention(q, k, v, c.causal, 0.4);
+    out.backward(upstream);
+    const std::vector<double> out_v = values_of(out), dq = values_of(q.grad()), dk = values_of(k.grad()),
+                              dv = values_of(v.grad());
+    Tensor q2 = q.detach().requires_grad_(), k2 = k.detach().requires_grad_(), v2 = v.detach().requires_grad_();
+    Tensor ref = composite_attention(q2, k2, v2, c.causal, 0.4);
+    ref.backward(upstream);
+    check_close(out_v, values_of(ref), 1e-12);
+    check_close(dq, values_of(q2.grad()), 1e-11);
+    check_close(dk, values_of(k2.grad()), 1e-11);
+    check_close(dv, values_of(v2.grad()), 1e-11);
+  }
 }
 
 TEST_CASE("attention in bf16 and f16 stays within 3 percent of the f64 reference", "[attention]") {
