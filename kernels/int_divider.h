@@ -21,16 +21,9 @@
 // The remainder is n - q * d.
 #pragma once
 
-#include <cstdint>
+#include "kernels/host_device.h"
 
-// Marks functions callable from host and CUDA device code alike (the same
-// definition as in kernels/scalar_types.h and kernels/philox.h; this header
-// stays free of Eigen so that CUDA indexing code can include it cheaply).
-#if defined(__CUDACC__)
-#define DTR_HOST_DEVICE __host__ __device__
-#else
-#define DTR_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace dtr::kernels {
 

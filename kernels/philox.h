@@ -33,16 +33,12 @@
 // device's logf/cosf may differ from the host's in the last ulp.
 #pragma once
 
+#include "kernels/host_device.h"
+
 #include <Random123/philox.h>
 
 #include <cmath>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define DTR_HOST_DEVICE __host__ __device__
-#else
-#define DTR_HOST_DEVICE
-#endif
 
 namespace dtr::kernels {
 

@@ -6,19 +6,14 @@
 // type: they load into acc_t<T> (float), compute, and round once on store.
 #pragma once
 
+#include "kernels/host_device.h"
+
 #include <Eigen/Core>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
-
-// Marks functions callable from host and CUDA device code alike.
-#if defined(__CUDACC__)
-#define DTR_HOST_DEVICE __host__ __device__
-#else
-#define DTR_HOST_DEVICE
-#endif
 
 namespace dtr {
 
