@@ -10,6 +10,7 @@
 // This header is fmt-free so that .cu files can include it.
 #pragma once
 
+#include "kernels/elementwise_ops.h"
 #include "kernels/scalar_types.h"
 
 #include <cmath>
@@ -244,6 +245,21 @@ struct GeluErfGrad {
     return g * (cdf + x * pdf);
   }
 };
+
+// Calls go(functor) with the gradient functor of `op` and returns true, or returns
+// false when `op` has none (has_grad_kernel(op) is false).
+template <class Go>
+bool with_grad_functor(UnaryOp op, Go&& go) {
+  switch (op) {
+    case UnaryOp::tanh: go(TanhGrad{}); return true;
+    case UnaryOp::sigmoid: go(SigmoidGrad{}); return true;
+    case UnaryOp::relu: go(ReluGrad{}); return true;
+    case UnaryOp::silu: go(SiluGrad{}); return true;
+    case UnaryOp::gelu_tanh: go(GeluTanhGrad{}); return true;
+    case UnaryOp::gelu_erf: go(GeluErfGrad{}); return true;
+    default: return false;
+  }
+}
 
 // --- binary ---
 

@@ -15,15 +15,7 @@ void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const in
     auto go = [&](auto f) {
       detail::map2<T, T>(ndim, sizes, g, g_strides, s, s_strides, out, out_strides, f);
     };
-    switch (op) {
-      case UnaryOp::tanh: return go(ew::TanhGrad{});
-      case UnaryOp::sigmoid: return go(ew::SigmoidGrad{});
-      case UnaryOp::relu: return go(ew::ReluGrad{});
-      case UnaryOp::silu: return go(ew::SiluGrad{});
-      case UnaryOp::gelu_tanh: return go(ew::GeluTanhGrad{});
-      case UnaryOp::gelu_erf: return go(ew::GeluErfGrad{});
-      default: break;
-    }
+    if (ew::with_grad_functor(op, go)) return;
   }
   throw std::invalid_argument("kernels::cpu::unary_grad: no gradient kernel for op " +
                               std::string(unary_op_name(op)) + " on this element type");

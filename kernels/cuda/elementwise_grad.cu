@@ -21,15 +21,7 @@ void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const in
                          out_strides, stream, detail::Operand<S>{detail::as_storage(g), g_strides},
                          detail::Operand<S>{detail::as_storage(s), s_strides});
     };
-    switch (op) {
-      case UnaryOp::tanh: return go(detail::TanhGrad{});
-      case UnaryOp::sigmoid: return go(detail::SigmoidGrad{});
-      case UnaryOp::relu: return go(detail::ReluGrad{});
-      case UnaryOp::silu: return go(detail::SiluGrad{});
-      case UnaryOp::gelu_tanh: return go(detail::GeluTanhGrad{});
-      case UnaryOp::gelu_erf: return go(detail::GeluErfGrad{});
-      default: break;
-    }
+    if (detail::with_grad_functor(op, go)) return;
   }
   DTR_CUDA_KERNEL_CHECK(false, "kernels::cuda::unary_grad: no gradient kernel for op " +
                                    std::string(unary_op_name(op)) + " on this element type");
