@@ -37,8 +37,13 @@
 //       [--steps 10] [--breakdown 2] [--peak-tflops 989] [--optimizer fused|adamw]
 //       [--param-dtype bf16|f32] [--init cpu|meta] [--clip-grad-norm 0]
 //   (several GPUs: mpirun -np N ...; every rank runs B x T, figures are per GPU.)
+//   --kernel-table N adds 2 steps under CUPTI (bench/kernel_table.h) and prints the N
+//   kernels and copies with the most GPU time per step (where the step's time goes).
 //   --cpu-smoke runs the same code on the CPU with a 2-layer, 64-wide, vocab-512
 //   model (e.g. --cpu-smoke --batch 2 --seq 32): a check of the program without a GPU.
+#ifdef DTR_WITH_CUPTI
+#include "bench/kernel_table.h"
+#endif
 #include "dtensor/allocator.h"
 #include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/error.h"
@@ -84,6 +89,7 @@ struct Options {
   std::string init = "cpu";
   double clip_grad_norm = 0.0;
   bool cpu_smoke = false;  // the same code on the CPU with a tiny model (a check without a GPU)
+  int kernel_table = 0;    // rows of the per-kernel GPU time table (0: none)
 };
 
 int g_rank = 0;
@@ -238,6 +244,21 @@ int run(const Options& opt) {
     step(true);
     for (size_t k = 0; k < 3; ++k) best[k] = std::min(best[k], phase[k]);
   }
+  // Two more steps under CUPTI, after the timed ones (its records slow launches a little).
+  std::string kernels;
+  if (opt.kernel_table > 0) {
+#ifdef DTR_WITH_CUPTI
+    constexpr int kTableSteps = 2;
+    bench::KernelTable table;
+    sync();
+    table.reset();
+    for (int i = 0; i < kTableSteps; ++i) step(false);
+    sync();
+    kernels = table.table(opt.kernel_table, kTableSteps);
+#else
+    kernels = "(no kernel table: this build found no CUPTI library)\n";
+#endif
+  }
 
   // 4. Report.
   if (g_rank != 0) return 0;
@@ -274,6 +295,7 @@ int run(const Options& opt) {
   fmt::print("{:>16} {:>10} {:>10.1f}\n", "reserved", "", mib(memory.reserved_bytes));
   fmt::print("(f32 state for reference: params {:.1f}, grads {:.1f}, AdamW moments {:.1f} MiB per {} GPU(s))\n",
              mib(4 * n_params) / world, mib(4 * n_params) / world, mib(8 * n_params) / world, world);
+  if (!kernels.empty()) fmt::print("\nGPU time by kernel (CUPTI, rank 0, mean of 2 steps)\n{}", kernels);
   return 0;
 }
 
@@ -298,6 +320,10 @@ int main(int argc, char** argv) {
   app.add_option("--init", opt.init, "cpu (init on host, copy) or meta (to_empty(cuda) + reset_parameters)")
       ->check(CLI::IsMember({"cpu", "meta"}));
   app.add_option("--clip-grad-norm", opt.clip_grad_norm, "clip the global grad norm to this (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kernel-table", opt.kernel_table,
+                 "after the timed steps, 2 more under CUPTI: the N kernels and copies taking the most GPU time per "
+                 "step (0: off)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--cpu-smoke", opt.cpu_smoke,
                "run the same code on the CPU with a 2-layer 64-wide model (checks the program without a GPU)");

@@ -63,7 +63,7 @@ run_bin dtr_cuda_elementwise_bench 25 10
 run_bin dtr_cuda_reduce_bench 25 16
 run_bin dtr_cuda_adamw_bench 25 10
 run_bin dtr_attention_bench 30 6
-run_bin dtr_gpu_train_step_bench 75 20 --batch 8 --seq 1024 --warmup 3 --steps 10 --breakdown 2
+run_bin dtr_gpu_train_step_bench 75 20 --batch 8 --seq 1024 --warmup 3 --steps 10 --breakdown 2 --kernel-table 30
 
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
   run torch_sdpa_bench 30 10 python3 bench/torch_sdpa_bench.py
