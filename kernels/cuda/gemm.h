@@ -20,9 +20,9 @@
 //    takes a guarded path with the same arithmetic.
 //  - bf16, f16 on a compute capability 9.0 GPU (H100, H200), in a build whose
 //    CMAKE_CUDA_ARCHITECTURES includes 90: the wgmma path (gemm_sm90.cu: wgmma.mma_async
-//    fed by bulk tensor copies, f32 accumulate) takes every GEMM with A not transposed
-//    and B either way whose A and B pointers, leading dims and batch strides are 16-byte
-//    aligned, k > 0 and alpha != 0; everything else runs on the mma.sync kernels above.
+//    fed by bulk tensor copies, f32 accumulate) takes every GEMM, A and B either way,
+//    whose A and B pointers, leading dims and batch strides are 16-byte aligned, k > 0
+//    and alpha != 0; everything else runs on the mma.sync kernels above.
 // As in BLAS, beta == 0 writes C without reading it (NaN or garbage in C is ignored),
 // and alpha == 0 or k == 0 reads neither A nor B.
 #pragma once

@@ -1,10 +1,13 @@
-// The Hopper GEMM (see gemm_sm90.h): bf16/f16 operands, f32 accumulators, C = alpha * A .
-// op(B) + beta * C with A stored [m, k] and B stored [k, n] (NN) or [n, k] (NT).
+// The Hopper GEMM (see gemm_sm90.h): bf16/f16 operands, f32 accumulators, C = alpha *
+// op(A) . op(B) + beta * C with A stored [m, k] or [k, m] (transposed) and B stored
+// [k, n] or [n, k] (transposed): all four layouts, through wgmma's K-major and
+// MN-major operand modes.
 //
 // One persistent block per SM walks output tiles of 128 x BN (BN = 256 or 128); its 384
 // threads are three warpgroups:
 //  - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of 128 x 64
-//    tiles of A and BN x 64 (or 64 x BN) tiles of B into a ring of shared-memory stages,
+//    (or 64 x 128) tiles of A and BN x 64 (or 64 x BN) tiles of B into a ring of
+//    shared-memory stages (an MN-major tile as 64-wide boxes, one per 128-byte row),
 //    128-byte swizzled, each stage guarded by a "full" and an "empty" mbarrier;
 //  - warpgroups 1 and 2, the consumers: each multiplies its 64 rows of the tile with
 //    wgmma.mma_async m64nBNk16 (operands straight from shared memory through matrix
@@ -149,8 +152,9 @@ __device__ inline void store_pair(const KernelParams& p, uint16_t* crow, int col
 #define DTR_SM90_MAX_THREADS 32
 #endif
 
-// kBKMajor: B stored [n, k] (k unit-stride, NT), else [k, n] (NN).
-template <class E, int BN, bool kBKMajor>
+// kAKMajor: A stored [m, k] (k unit-stride), else [k, m] (A transposed).
+// kBKMajor: B stored [n, k] (k unit-stride, B transposed), else [k, n].
+template <class E, int BN, bool kAKMajor, bool kBKMajor>
 __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       const __grid_constant__ CUtensorMap map_c, const KernelParams p) {
@@ -196,7 +200,14 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
           const uint32_t sa = base + static_cast<uint32_t>(s * Cfg::kStageBytes);
           const uint32_t sb = sa + Cfg::kABytes;
           mbar_arrive_expect_tx(full_bar(s), Cfg::kStageBytes);
-          tma_load_3d(sa, &map_a, full_bar(s), kt * kBK, m0, za);
+          if constexpr (kAKMajor) {
+            tma_load_3d(sa, &map_a, full_bar(s), kt * kBK, m0, za);
+          } else {  // two 64 x 64 boxes (k rows of 64 m), one per consumer warpgroup
+#pragma unroll
+            for (int j = 0; j < kBM / 64; ++j) {
+              tma_load_3d(sa + j * kSwizzleBlock, &map_a, full_bar(s), m0 + 64 * j, kt * kBK, za);
+            }
+          }
           if constexpr (kBKMajor) {
             tma_load_3d(sb, &map_b, full_bar(s), kt * kBK, n0, zb);
           } else {
@@ -213,7 +224,8 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
     const int consumer = warpgroup - 1;
     const int warp = wg_thread / 32;
     const int lane = wg_thread % 32;
-    const uint32_t a_rows = static_cast<uint32_t>(consumer * 64 * kBK * 2);  // this warpgroup's 64 rows of A
+    // This warpgroup's 64 rows of A: 64 x 64 elements, 8 KiB into the stage in either layout.
+    const uint32_t a_rows = static_cast<uint32_t>(consumer * kSwizzleBlock);
     int it = 0;
     for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
       int m0, n0, bz;
@@ -231,10 +243,11 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk) {
-          const uint64_t da = smem_desc(sa + kk * 32, 16, 1024);
+          const uint64_t da = kAKMajor ? smem_desc(sa + kk * 32, 16, 1024)
+                                       : smem_desc(sa + kk * 16 * 128, kSwizzleBlock, 1024);
           const uint64_t db = kBKMajor ? smem_desc(sb + kk * 32, 16, 1024)
                                        : smem_desc(sb + kk * 16 * 128, kSwizzleBlock, 1024);
-          wgmma_m64k16<std::is_same_v<E, Bf16>, BN, kBKMajor ? 0 : 1>(acc, da, db);
+          wgmma_m64k16<std::is_same_v<E, Bf16>, BN, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db);
         }
         wgmma_commit();
         fence_regs(acc);
@@ -348,10 +361,10 @@ void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& done, int devic
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-template <class E, int BN, bool kBKMajor>
+template <class E, int BN, bool kAKMajor, bool kBKMajor>
 void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, const KernelParams& p,
             int tiles, int device, cudaStream_t stream) {
-  const auto kernel = wgmma_gemm_kernel<E, BN, kBKMajor>;
+  const auto kernel = wgmma_gemm_kernel<E, BN, kAKMajor, kBKMajor>;
   static std::atomic<uint64_t> smem_raised{0};
   allow_smem(kernel, Tiles<BN>::kSmemBytes, smem_raised, device);
   int sms = 0;
@@ -361,15 +374,25 @@ void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMa
   DTR_CUDA_CHECK_LAUNCH();
 }
 
-template <int BN>
-void launch_bn(Elem elem, bool b_k_major, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc,
-               const KernelParams& p, int tiles, int device, cudaStream_t stream) {
-  if (elem == Elem::bf16) {
-    b_k_major ? launch<Bf16, BN, true>(ma, mb, mc, p, tiles, device, stream)
-              : launch<Bf16, BN, false>(ma, mb, mc, p, tiles, device, stream);
+template <class E, int BN>
+void launch_layout(bool a_k_major, bool b_k_major, const CUtensorMap& ma, const CUtensorMap& mb,
+                   const CUtensorMap& mc, const KernelParams& p, int tiles, int device, cudaStream_t stream) {
+  if (a_k_major) {
+    b_k_major ? launch<E, BN, true, true>(ma, mb, mc, p, tiles, device, stream)
+              : launch<E, BN, true, false>(ma, mb, mc, p, tiles, device, stream);
   } else {
-    b_k_major ? launch<F16, BN, true>(ma, mb, mc, p, tiles, device, stream)
-              : launch<F16, BN, false>(ma, mb, mc, p, tiles, device, stream);
+    b_k_major ? launch<E, BN, false, true>(ma, mb, mc, p, tiles, device, stream)
+              : launch<E, BN, false, false>(ma, mb, mc, p, tiles, device, stream);
+  }
+}
+
+template <int BN>
+void launch_bn(Elem elem, bool a_k_major, bool b_k_major, const CUtensorMap& ma, const CUtensorMap& mb,
+               const CUtensorMap& mc, const KernelParams& p, int tiles, int device, cudaStream_t stream) {
+  if (elem == Elem::bf16) {
+    launch_layout<Bf16, BN>(a_k_major, b_k_major, ma, mb, mc, p, tiles, device, stream);
+  } else {
+    launch_layout<F16, BN>(a_k_major, b_k_major, ma, mb, mc, p, tiles, device, stream);
   }
 }
 
@@ -401,7 +424,7 @@ bool device_supported() {
   bool ok = major == 9 && minor == 0 && encode_tiled() != nullptr;
   if (ok) {
     cudaFuncAttributes attr{};
-    ok = cudaFuncGetAttributes(&attr, wgmma_gemm_kernel<Bf16, 256, true>) == cudaSuccess &&
+    ok = cudaFuncGetAttributes(&attr, wgmma_gemm_kernel<Bf16, 256, true, true>) == cudaSuccess &&
          attr.maxThreadsPerBlock >= kThreads;
     (void)cudaGetLastError();
   }
@@ -413,7 +436,7 @@ void set_tile_n(int bn) { g_tile_n.store(bn == 128 || bn == 256 ? bn : 0, std::m
 
 bool gemm(const GemmArgs& g, cudaStream_t stream) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  if (g.trans_a != Transpose::no || g.k <= 0 || g.m <= 0 || g.n <= 0 || g.batch <= 0) return false;
+  if (g.k <= 0 || g.m <= 0 || g.n <= 0 || g.batch <= 0) return false;
   const bool a_batched = g.batch > 1 && g.stride_a != 0;
   const bool b_batched = g.batch > 1 && g.stride_b != 0;
   // The copy engine needs 16-byte aligned addresses and strides.
@@ -439,9 +462,14 @@ bool gemm(const GemmArgs& g, cudaStream_t stream) {
   const int64_t tiles = tiles_for(bn);
   if (tiles > kIntMax) return false;
 
+  const bool a_k_major = g.trans_a == Transpose::no;
   const bool b_k_major = g.trans_b == Transpose::yes;
   CUtensorMap map_a, map_b;
-  if (!make_map(&map_a, g.elem, g.a, g.k, g.m, g.lda, a_batched ? g.batch : 1, g.stride_a, kBK, kBM)) return false;
+  const bool a_ok = a_k_major ? make_map(&map_a, g.elem, g.a, g.k, g.m, g.lda, a_batched ? g.batch : 1, g.stride_a,
+                                         kBK, kBM)
+                              : make_map(&map_a, g.elem, g.a, g.m, g.k, g.lda, a_batched ? g.batch : 1, g.stride_a,
+                                         64, kBK);
+  if (!a_ok) return false;
   const bool b_ok = b_k_major ? make_map(&map_b, g.elem, g.b, g.k, g.n, g.ldb, b_batched ? g.batch : 1, g.stride_b,
                                          kBK, static_cast<uint32_t>(bn))
                               : make_map(&map_b, g.elem, g.b, g.n, g.k, g.ldb, b_batched ? g.batch : 1, g.stride_b,
@@ -469,9 +497,9 @@ bool gemm(const GemmArgs& g, cudaStream_t stream) {
                        reinterpret_cast<uintptr_t>(g.c) % 4 == 0 && g.ldc % 2 == 0 && (g.batch == 1 || g.stride_c % 2 == 0),
                        c_tma};
   if (bn == 256) {
-    launch_bn<256>(g.elem, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
+    launch_bn<256>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
   } else {
-    launch_bn<128>(g.elem, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
+    launch_bn<128>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
   }
   return true;
 }

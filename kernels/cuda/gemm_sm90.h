@@ -35,7 +35,7 @@ bool compiled();
 bool device_supported();
 
 // Runs the GEMM with the wgmma kernel and returns true, or returns false without touching
-// anything when the arguments do not fit it: A transposed, k == 0, an operand pointer,
+// anything when the arguments do not fit it: k == 0, an operand pointer,
 // leading dim or batch stride not 16-byte aligned, or sizes beyond the copy engine's
 // limits. Call only when device_supported().
 bool gemm(const GemmArgs& args, cudaStream_t stream);

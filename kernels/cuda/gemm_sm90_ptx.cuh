@@ -114,7 +114,8 @@ __device__ inline void fence_regs(float (&d)[R]) {
 }
 
 // D[64 x N] += A[64 x 16] . B[16 x N] for one warpgroup: A and B from shared memory
-// (descriptors), f32 accumulators in d (N / 2 per thread). kTransB = 1 reads B MN-major.
+// (descriptors), f32 accumulators in d (N / 2 per thread). kTransA = 1 reads A MN-major
+// (m unit-stride), kTransB = 1 reads B MN-major (n unit-stride); 0 reads them K-major.
 // The instruction text is spelled out once per N and expanded for bf16 and f16.
 #define DTR_WGMMA_M64N128K16(TYPE)                                                       \
   asm volatile(                                                                           \
@@ -127,7 +128,7 @@ __device__ inline void fence_regs(float (&d)[R]) {
       "%40, %41, %42, %43, %44, %45, %46, %47, "  \
       "%48, %49, %50, %51, %52, %53, %54, %55, "  \
       "%56, %57, %58, %59, %60, %61, %62, %63"  \
-      "}, %64, %65, 1, 1, 1, 0, %66;\n"  \
+      "}, %64, %65, 1, 1, 1, %66, %67;\n"  \
       :  \
       "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),  \
@@ -137,7 +138,7 @@ __device__ inline void fence_regs(float (&d)[R]) {
       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),  \
       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),  \
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
-      : "l"(desc_a), "l"(desc_b), "n"(kTransB))
+      : "l"(desc_a), "l"(desc_b), "n"(kTransA), "n"(kTransB))
 
 #define DTR_WGMMA_M64N256K16(TYPE)                                                       \
   asm volatile(                                                                           \
@@ -158,7 +159,7 @@ __device__ inline void fence_regs(float (&d)[R]) {
       "%104, %105, %106, %107, %108, %109, %110, %111, "  \
       "%112, %113, %114, %115, %116, %117, %118, %119, "  \
       "%120, %121, %122, %123, %124, %125, %126, %127"  \
-      "}, %128, %129, 1, 1, 1, 0, %130;\n"  \
+      "}, %128, %129, 1, 1, 1, %130, %131;\n"  \
       :  \
       "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),  \
@@ -176,9 +177,9 @@ __device__ inline void fence_regs(float (&d)[R]) {
       "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),  \
       "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),  \
       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
-      : "l"(desc_a), "l"(desc_b), "n"(kTransB))
+      : "l"(desc_a), "l"(desc_b), "n"(kTransA), "n"(kTransB))
 
-template <bool kBf16, int N, int kTransB>
+template <bool kBf16, int N, int kTransA, int kTransB>
 __device__ inline void wgmma_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b) {
   static_assert(N == 128 || N == 256, "unsupported wgmma N");
   if constexpr (N == 128 && kBf16) {

@@ -265,7 +265,7 @@ TEMPLATE_TEST_CASE("gemm mma.sync kernels with the wgmma path switched off", "[g
   }
 }
 
-// The shapes the wgmma path accepts (A not transposed; 16-byte aligned operands) must run
+// The shapes the wgmma path accepts (every layout; 16-byte aligned operands) must run
 // on it when the device offers it, for both tile widths; the others must fall back.
 TEMPLATE_TEST_CASE("gemm takes the wgmma path on Hopper for the shapes it accepts", "[gpu][gemm]", bf16, f16) {
   int device = 0, major = 0, minor = 0;
@@ -301,18 +301,25 @@ TEMPLATE_TEST_CASE("gemm takes the wgmma path on Hopper for the shapes it accept
   for (const int bn : {0, 128, 256}) {
     const TileWidth width(bn);
     INFO("tile width " << (bn == 0 ? std::string("auto") : std::to_string(bn)));
-    for (Transpose tb : kBoth) {
-      for (Case c : accepted) {
-        c.tb = tb;
-        const kc::GemmPath path = run_case<TestType>(c, rng);
-        CHECK(path_name(path) == "wgmma");
+    for (Transpose ta : kBoth) {
+      for (Transpose tb : kBoth) {
+        for (Case c : accepted) {
+          c.ta = ta;
+          c.tb = tb;
+          // A transposed is stored [k, m]: pad its rows to a multiple of 8 elements (16 bytes).
+          if (ta == kT) c.pad_a += (8 - (c.m + c.pad_a) % 8) % 8;
+          INFO("ta " << (ta == kT ? "T" : "N") << " tb " << (tb == kT ? "T" : "N") << " m " << c.m << " n " << c.n
+                     << " k " << c.k << " batch " << c.batch);
+          const kc::GemmPath path = run_case<TestType>(c, rng);
+          CHECK(path_name(path) == "wgmma");
+        }
       }
     }
   }
-  // Declined: A transposed, misaligned or odd-strided operands, k == 0.
+  // Declined: misaligned or odd-strided operands (A transposed or not), k == 0.
   const std::vector<Case> declined = {
-      {.ta = kT, .tb = kN, .m = 129, .n = 136, .k = 72},
-      {.ta = kT, .tb = kT, .m = 64, .n = 64, .k = 64},
+      {.ta = kT, .tb = kN, .m = 129, .n = 136, .k = 72, .offset_a = 1},
+      {.ta = kT, .tb = kT, .m = 66, .n = 64, .k = 64, .pad_a = 3},
       {.m = 64, .n = 64, .k = 64, .offset_a = 1},
       {.m = 64, .n = 64, .k = 64, .offset_a = 2},
       {.m = 129, .n = 65, .k = 100, .pad_a = 3, .pad_b = 5, .pad_c = 1},
