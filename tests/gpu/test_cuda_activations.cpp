@@ -10,6 +10,7 @@
 // the output type (2^-7 bf16, 2^-10 f16; 0 for f32 and f64).
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -21,30 +22,9 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
-}
-
-Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo, double hi) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_vector(v, shape).to(dtype);
-}
-
-double out_rtol(DType dtype) {
-  switch (dtype) {
-    case DType::bf16: return 1.0 / 128;
-    case DType::f16: return 1.0 / 1024;
-    default: return 0;
-  }
-}
 
 void check_close(const std::string& what, const Tensor& got, const Tensor& want) {
   REQUIRE(got.defined());

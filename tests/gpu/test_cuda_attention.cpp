@@ -24,6 +24,7 @@
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/attention.h"
+#include "gpu_test_support.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention.h"
 
@@ -40,42 +41,9 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
-Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo, double hi) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_vector(v, shape).to(dtype);
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(kCpu).contiguous(), y = b.to(kCpu).contiguous();
-  return x.dtype() == y.dtype() && x.sizes() == y.sizes() &&
-         std::memcmp(x.raw_data(), y.raw_data(), x.numel() * element_size(x.dtype())) == 0;
-}
-
-// ||got - want|| / ||want|| (the plain norm of the difference when want is 0).
-double relative_error(const Tensor& got, const Tensor& want) {
-  const std::vector<double> g = values_of(got), w = values_of(want);
-  REQUIRE(g.size() == w.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    diff += (g[i] - w[i]) * (g[i] - w[i]);
-    norm += w[i] * w[i];
-  }
-  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-}
 
 // Elements of [B, H, T, D] `got` off `want` by more than atol + rtol |want|; describes the first.
 struct Mismatches {
@@ -212,8 +180,6 @@ void check_case(const Case& c, std::mt19937& gen) {
     CHECK(relative_error(got.dv, want.dv) <= tol.grad);
   }
 }
-
-unsigned fresh_seed() { return std::random_device{}(); }
 
 }  // namespace
 

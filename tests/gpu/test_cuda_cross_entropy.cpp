@@ -24,6 +24,7 @@
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/nn.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -35,22 +36,12 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-
 const std::vector<int64_t> kVocabs = {1, 2, 3, 255, 256, 1000, 50257};
 const std::vector<int64_t> kRows = {1, 2, 7, 512, 4096};
-const std::vector<DType> kFloating = {DType::f32, DType::f64, DType::bf16, DType::f16};
-
-unsigned fresh_seed() { return std::random_device{}(); }
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
-}
 
 // Logits uniform in [lo, hi) (f32, then rounded once to `dtype`).
 Tensor random_logits(int64_t rows, int64_t cols, Generator& gen, double lo = -4, double hi = 4) {
@@ -166,17 +157,6 @@ void check_cross_entropy(const Tensor& cpu_logits, const Tensor& gpu_logits, con
   const double s = dtype == DType::f16 ? std::ldexp(1.0, -24) : 0.0;
   INFO("dlogits, scale " << scale);
   CHECK_CLOSE(xg.grad(), xc.grad(), k * scale + s, r);
-}
-
-// The exception message of f(), or "" when it does not throw dtr::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

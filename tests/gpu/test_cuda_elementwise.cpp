@@ -15,6 +15,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -27,13 +28,9 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const std::vector<DType> kFloating = {DType::f32, DType::f64, DType::bf16, DType::f16};
-const std::vector<DType> kAll = {DType::f32, DType::f64, DType::bf16, DType::f16,
-                                 DType::i32, DType::i64, DType::u8};
 
 uint64_t seed() {
   static const uint64_t s = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
@@ -270,7 +267,7 @@ std::string describe(const std::string& op, DType dtype, const LayoutPair& p) {
 
 TEST_CASE("cuda unary ops match the cpu ops for every dtype and layout", "[gpu][elementwise]") {
   for (const UnaryCase& c : unary_cases()) {
-    for (DType dtype : c.floating_only ? kFloating : kAll) {
+    for (DType dtype : c.floating_only ? kFloating : kAllDtypes) {
       const Range r = is_floating(dtype) ? c.range : int_range(dtype);
       for (const Layout& l : layouts()) {
         Both x = random_both(l, dtype, r);
@@ -285,7 +282,7 @@ TEST_CASE("cuda unary ops match the cpu ops for every dtype and layout", "[gpu][
 TEST_CASE("cuda binary ops match the cpu ops, with broadcasting and strided operands",
           "[gpu][elementwise]") {
   for (const BinaryCase& c : binary_cases()) {
-    for (DType dtype : kAll) {
+    for (DType dtype : kAllDtypes) {
       for (const LayoutPair& p : layout_pairs()) {
         Both a, b;
         if (is_floating(dtype)) {
@@ -304,7 +301,7 @@ TEST_CASE("cuda binary ops match the cpu ops, with broadcasting and strided oper
 }
 
 TEST_CASE("cuda binary ops with a Scalar operand match the cpu ops", "[gpu][elementwise]") {
-  for (DType dtype : kAll) {
+  for (DType dtype : kAllDtypes) {
     const Range r = is_floating(dtype) ? Range{-10, 10} : int_range(dtype);
     Both x = random_both(contiguous({1000003}), dtype, r);
     const std::string name(dtype_name(dtype));
@@ -327,7 +324,7 @@ TEST_CASE("cuda comparisons match the cpu comparisons", "[gpu][elementwise]") {
              {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }},
              {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }}};
   for (const auto& [name, op] : ops) {
-    for (DType dtype : kAll) {
+    for (DType dtype : kAllDtypes) {
       for (const LayoutPair& p : layout_pairs()) {
         // Few distinct values (small integers), so that equal pairs are common.
         auto operand = [&](const Layout& l) {
@@ -353,7 +350,7 @@ TEST_CASE("cuda where matches the cpu where, with broadcast cond, a and b", "[gp
   triples.push_back({contiguous({}), layouts()[8], contiguous({1000})});
   triples.push_back({layouts()[8], contiguous({1000}), contiguous({})});
   triples.push_back({layouts()[6], contiguous({29, 37}), layouts()[6]});
-  for (DType dtype : kAll) {
+  for (DType dtype : kAllDtypes) {
     const Range r = is_floating(dtype) ? Range{-10, 10} : int_range(dtype);
     for (const Triple& t : triples) {
       Both cond = on_both(t.cond, random_tensor(t.cond.base, DType::u8, 0, 2));

@@ -18,6 +18,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops/nn.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -28,38 +29,13 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 
 const std::vector<int64_t> kVocabs = {1, 2, 3, 255, 256, 1000, 50257};
 const std::vector<int64_t> kDims = {1, 3, 64, 768};
 const std::vector<int64_t> kTokens = {1, 2, 7, 512, 4096};
-const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
-                                       DType::i32, DType::i64, DType::u8};
-const std::vector<DType> kFloating = {DType::f32, DType::f64, DType::bf16, DType::f16};
-
-unsigned fresh_seed() { return std::random_device{}(); }
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
-// Random values of `dtype` on the CPU from dtr's Philox generator (fast for big
-// tables): floats uniform in [-2, 2), integers over a wide range.
-Tensor random_cpu(const Shape& shape, DType dtype, Generator& gen) {
-  if (is_floating(dtype)) {
-    Tensor t = empty(shape, {.dtype = dtype});
-    uniform_(t, -2, 2, &gen);
-    return t;
-  }
-  Tensor wide = empty(shape, {.dtype = DType::f64});
-  if (dtype == DType::u8) {
-    uniform_(wide, 0, 256, &gen);
-  } else {
-    uniform_(wide, -1e9, 1e9, &gen);
-  }
-  return wide.to(dtype);
-}
 
 // i64 indices of `shape`: a fraction `hot` of them all the same row (vocab / 2),
 // the rest uniform in [0, vocab).
@@ -121,17 +97,6 @@ Tensor table_grad(const Shape& shape, DType dtype, const Tensor& indices, const 
   return table.grad();
 }
 
-// The exception message of f(), or "" when it does not throw dtr::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("CUDA embedding forward equals the CPU gather bit for bit for every dtype and size",
@@ -148,7 +113,7 @@ TEST_CASE("CUDA embedding forward equals the CPU gather bit for bit for every dt
         // other sizes.
         const bool big = vocab * dim > 10'000'000;
         if (big && dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::u8) continue;
-        const Tensor table = random_cpu({vocab, dim}, dtype, gen);
+        const Tensor table = random_cpu_philox({vocab, dim}, dtype, gen, -2, 2);
         const Tensor table_gpu = table.to(kGpu);
         for (int64_t tokens : kTokens) {
           CAPTURE(name_of(dtype), vocab, dim, tokens);
@@ -171,7 +136,7 @@ TEST_CASE("CUDA embedding of index tensors of any shape, strided and unaligned t
   std::mt19937 rng(seed);
   for (DType dtype : kAllDtypes) {
     CAPTURE(name_of(dtype));
-    const Tensor table = random_cpu({300, 37}, dtype, gen);
+    const Tensor table = random_cpu_philox({300, 37}, dtype, gen, -2, 2);
     const Tensor table_gpu = table.to(kGpu);
     // 2-D and 3-D index tensors, a transposed (non-contiguous) one, a 0-d one and an empty one.
     const Tensor idx2 = random_indices({16, 33}, 300, rng);
@@ -188,12 +153,12 @@ TEST_CASE("CUDA embedding of index tensors of any shape, strided and unaligned t
     }
     // A transposed table (copied to contiguous first) and tables starting 1, 2 or
     // 3 rows into their storage (row starts misaligned for the 16-byte copy).
-    const Tensor wide = random_cpu({37, 300}, dtype, gen);
+    const Tensor wide = random_cpu_philox({37, 300}, dtype, gen, -2, 2);
     CHECK_SAME_BITS(embedding(wide.to(kGpu).t(), idx2.to(kGpu)), embedding(wide.t(), idx2));
     for (int64_t skip : {1, 2, 3}) {
       for (int64_t dim : {1, 3, 5, 8}) {
         CAPTURE(skip, dim);
-        const Tensor base = random_cpu({64 + skip, dim}, dtype, gen);
+        const Tensor base = random_cpu_philox({64 + skip, dim}, dtype, gen, -2, 2);
         const Tensor offset_cpu = base.narrow(0, skip, 64);
         const Tensor offset_gpu = base.to(kGpu).narrow(0, skip, 64);
         REQUIRE(offset_gpu.is_contiguous());
@@ -224,7 +189,7 @@ TEST_CASE("CUDA embedding backward with repeated indices equals the CPU bit for 
           CAPTURE(name_of(dtype), vocab, dim, tokens);
           // Half the tokens look up one row: long runs of repeats in one row's sum.
           const Tensor idx = random_indices({tokens}, vocab, rng, 0.5);
-          const Tensor grad_out = random_cpu({tokens, dim}, dtype, gen);
+          const Tensor grad_out = random_cpu_philox({tokens, dim}, dtype, gen, -2, 2);
           const Tensor want = table_grad({vocab, dim}, dtype, idx, grad_out, kCpu);
           const Tensor got = table_grad({vocab, dim}, dtype, idx, grad_out, kGpu);
           CHECK_SAME_BITS(got, want);
@@ -247,7 +212,7 @@ TEST_CASE("CUDA embedding backward over 1, 2 and 3 sort passes, many chunks and 
       for (int64_t tokens : {1025, 100003}) {
         CAPTURE(name_of(dtype), vocab, tokens);
         const Tensor idx = random_indices({tokens}, vocab, rng, 0.25);
-        const Tensor grad_out = random_cpu({tokens, 5}, dtype, gen);
+        const Tensor grad_out = random_cpu_philox({tokens, 5}, dtype, gen, -2, 2);
         CHECK_SAME_BITS(table_grad({vocab, 5}, dtype, idx, grad_out, kGpu),
                         table_grad({vocab, 5}, dtype, idx, grad_out, kCpu));
       }
@@ -256,7 +221,7 @@ TEST_CASE("CUDA embedding backward over 1, 2 and 3 sort passes, many chunks and 
     for (int64_t row : {0, 3, 4}) {
       CAPTURE(name_of(dtype), row);
       const Tensor idx = full({64, 64}, row, {.dtype = DType::i64});
-      const Tensor grad_out = random_cpu({64, 64, 768}, dtype, gen);
+      const Tensor grad_out = random_cpu_philox({64, 64, 768}, dtype, gen, -2, 2);
       const Tensor got = table_grad({5, 768}, dtype, idx, grad_out, kGpu);
       CHECK_SAME_BITS(got, table_grad({5, 768}, dtype, idx, grad_out, kCpu));
       // The other rows are exactly 0.
@@ -269,7 +234,7 @@ TEST_CASE("CUDA embedding backward over 1, 2 and 3 sort passes, many chunks and 
     }
     // A strided incoming gradient and no tokens at all (a zero gradient).
     const Tensor idx = random_indices({40}, 9, rng, 0.5);
-    const Tensor grad_t = random_cpu({6, 40}, dtype, gen).t();  // [40, 6], non-contiguous
+    const Tensor grad_t = random_cpu_philox({6, 40}, dtype, gen, -2, 2).t();  // [40, 6], non-contiguous
     CHECK_SAME_BITS(table_grad({9, 6}, dtype, idx, grad_t, kGpu),
                     table_grad({9, 6}, dtype, idx, grad_t, kCpu));
     const Tensor none = table_grad({9, 6}, dtype, from_vector<int64_t>({}),
@@ -287,8 +252,8 @@ TEST_CASE("CUDA embedding forward and backward give bitwise the same result on e
   for (DType dtype : {DType::f32, DType::bf16}) {
     CAPTURE(name_of(dtype));
     const Tensor idx = random_indices({8, 512}, 50257, rng, 0.3).to(kGpu);
-    const Tensor grad_out = random_cpu({8, 512, 768}, dtype, gen).to(kGpu);
-    const Tensor table = random_cpu({50257, 768}, dtype, gen).to(kGpu);
+    const Tensor grad_out = random_cpu_philox({8, 512, 768}, dtype, gen, -2, 2).to(kGpu);
+    const Tensor table = random_cpu_philox({50257, 768}, dtype, gen, -2, 2).to(kGpu);
     const Tensor first_out = embedding(table, idx);
     const Tensor first = table_grad({50257, 768}, dtype, idx, grad_out, kGpu);
     for (int run = 0; run < 2; ++run) {

@@ -15,6 +15,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 #include "kernels/cuda/grad_norm.h"
 #include "nn/optim/clip_grad.h"
 
@@ -30,16 +31,14 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 using namespace dtr::nn::optim;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<int64_t> kSizes = {1, 2, 3, 0, 33, 127, 1000, 4097, 16383, 16384, 16385, 100003, (1 << 20) + 5};
-const std::vector<DType> kFloating = {DType::f32, DType::f64, DType::bf16, DType::f16};
 const std::vector<double> kNormTypes = {2.0, 1.0, kInf, 3.0, 0.5};
 
 // Parameter pairs (cpu, gpu) holding the same grads; the GPU grads are views at
@@ -113,11 +112,6 @@ void check_grads_close(const std::vector<Tensor>& gpu, const std::vector<Tensor>
                  << (first >= 0 ? describe(g[first], c[first]) : std::string()));
     CHECK(bad == 0);
   }
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(kCpu).contiguous(), y = b.to(kCpu).contiguous();
-  return x.dtype() == y.dtype() && x.sizes() == y.sizes() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
 uint64_t bits_of(double x) {

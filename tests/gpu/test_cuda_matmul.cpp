@@ -10,6 +10,7 @@
 #include "dtensor/ops/matmul.h"
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -20,11 +21,9 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 
 double tolerance(DType dtype) {
   switch (dtype) {
@@ -32,30 +31,6 @@ double tolerance(DType dtype) {
     case DType::f16: return 2e-3;
     default: return 1e-2;
   }
-}
-
-// Uniform values in [-1, 1) of `shape`, drawn in double and converted to `dtype`.
-Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen) {
-  std::uniform_real_distribution<double> dist(-1, 1);
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_vector(v, shape).to(dtype);
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
-}
-
-// ||got - want|| / ||want|| (0 when both are zero).
-double relative_error(const Tensor& got, const Tensor& want) {
-  const std::vector<double> g = values_of(got), w = values_of(want);
-  REQUIRE(g.size() == w.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    diff += (g[i] - w[i]) * (g[i] - w[i]);
-    norm += w[i] * w[i];
-  }
-  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
 }
 
 // One op applied to operands built from cpu tensors: `make` gives the views the op
@@ -106,7 +81,7 @@ TEST_CASE("cuda matmul ops match the cpu ops for f32, bf16 and f16", "[gpu][matm
       INFO(c.name << " in " << dtype_name(dtype));
       std::vector<Tensor> cpu_in, gpu_in;
       for (const Shape& s : c.stored) {
-        cpu_in.push_back(random_cpu(s, dtype, gen));
+        cpu_in.push_back(random_cpu(s, dtype, gen, -1, 1));
         gpu_in.push_back(cpu_in.back().to(kGpu));
       }
       const Tensor want = c.op(cpu_in);
@@ -138,7 +113,7 @@ TEST_CASE("a backward through matmul, addmm, log_softmax and max on cuda matches
   const std::vector<Shape> shapes = {{12}, {8, 16}, {16, 12}, {3, 4, 5}};  // c, x, w1, w2
   std::vector<Tensor> cpu_leaves, gpu_leaves;
   for (const Shape& s : shapes) {
-    const Tensor t = random_cpu(s, DType::f32, gen);
+    const Tensor t = random_cpu(s, DType::f32, gen, -1, 1);
     cpu_leaves.push_back(t.detach().requires_grad_());
     gpu_leaves.push_back(t.to(kGpu).requires_grad_());
   }

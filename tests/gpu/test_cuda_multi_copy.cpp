@@ -13,6 +13,7 @@
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
 #include "fsdp/copy_batch.h"
+#include "gpu_test_support.h"
 #include "kernels/cuda/multi_copy.h"
 
 #include <catch2/catch.hpp>
@@ -29,17 +30,12 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 using fsdp::CopyJob;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-
 const std::vector<int64_t> kSizes = {1, 2, 3, 5, 33, 127, 1000, 4097, 8192, 8193, 100003};
-const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
-                                       DType::i32, DType::i64, DType::u8};
-const std::vector<DType> kFloating = {DType::f32, DType::f64, DType::bf16, DType::f16};
 
 // n values of `dtype` on the CPU: floats of magnitudes 1e-3 .. 1e3 with infinities,
 // NaN, -0, float subnormals, f16 overflows and bf16/f16 rounding ties mixed in; integers

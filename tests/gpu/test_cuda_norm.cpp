@@ -9,10 +9,10 @@
 // Inputs are fresh random values each run (the seed is printed on failure). The
 // two devices compute in the same acc_t (float for f32/bf16/f16, double for f64)
 // but sum in different orders, so results agree within
-//   |gpu - cpu| <= acc_tol * scale + out_rtol * |cpu|
+//   |gpu - cpu| <= acc_rtol * scale + out_rtol * |cpu|
 // where scale is the size of the terms the result is made of (computed in double
 // from the inputs: e.g. rstd * (|g| + mean|g| + (|xhat| + 1) * mean|g * xhat|) for
-// dx, sum over rows of |dy| * (|xhat| + 1) for dweight), acc_tol is 2e-5 for float
+// dx, sum over rows of |dy| * (|xhat| + 1) for dweight), acc_rtol is 2e-5 for float
 // accumulation and 1e-13 for double, and out_rtol is one rounding of the output
 // type (2^-7 bf16, 2^-10 f16, 0 for f32 and f64), taken of max(|cpu|, 2^-14) since
 // below f16's smallest normal 2^-14 one rounding is an absolute 2^-24.
@@ -20,6 +20,7 @@
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/nn.h"
+#include "gpu_test_support.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cuda/norm.h"
 
@@ -34,48 +35,16 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-
-const std::vector<DType> kFloatingDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
 const std::vector<int64_t> kRows = {1, 2, 3, 64, 1000};
 const std::vector<int64_t> kCols = {1, 2, 3, 31, 32, 33, 127, 512, 1000, 4097, 8192};
 
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
 constexpr double kHalfMinNormal = 1.0 / 16384;  // 2^-14
 
-double acc_tol(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-5; }
-double out_rtol(DType dtype) {
-  switch (dtype) {
-    case DType::bf16: return 1.0 / 128;
-    case DType::f16: return 1.0 / 1024;
-    default: return 0;
-  }
-}
-
-// Uniform values in [lo, hi) drawn in double, then rounded to `dtype` (on the CPU).
-Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo = -2, double hi = 2) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_vector(v, shape).to(dtype);
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(kCpu).contiguous(), y = b.to(kCpu).contiguous();
-  return x.dtype() == y.dtype() && x.sizes() == y.sizes() &&
-         std::memcmp(x.raw_data(), y.raw_data(), x.numel() * element_size(x.dtype())) == 0;
-}
-
-// Elements with |got - want| > acc_tol * scale + out_rtol * |want| (NaN must meet NaN,
+// Elements with |got - want| > acc_rtol * scale + out_rtol * |want| (NaN must meet NaN,
 // infinities must match), and the first one described.
 struct Mismatches {
   int64_t count = 0;
@@ -205,7 +174,7 @@ struct NormInputs {
 
 NormInputs make_inputs(DType dtype, int64_t rows, int64_t cols, std::mt19937& gen) {
   NormInputs in;
-  in.x = random_cpu({rows, cols}, dtype, gen);
+  in.x = random_cpu({rows, cols}, dtype, gen, -2, 2);
   in.w = random_cpu({cols}, dtype, gen, 0.5, 1.5);
   in.b = random_cpu({cols}, dtype, gen, -1, 1);
   in.dy = random_cpu({rows, cols}, dtype, gen, -1, 1);
@@ -229,7 +198,7 @@ void check_norm_case(const Variant& v, const NormInputs& in) {
   CHECK(got.y.dtype() == dtype);
   CHECK(got.dx.dtype() == dtype);
   const Scales s = norm_scales(v, in.xv, in.wv, in.bv, in.dyv, rows, cols);
-  const double tol = acc_tol(dtype), rtol = out_rtol(dtype);
+  const double tol = acc_rtol(dtype), rtol = out_rtol(dtype);
   CHECK_CLOSE("y", values_of(got.y), values_of(want.y), s.y, tol, rtol);
   CHECK_CLOSE("dx", values_of(got.dx), values_of(want.dx), s.dx, tol, rtol);
   if (v.weight) {
@@ -252,7 +221,7 @@ void check_stats(bool layer, int64_t rows, int64_t cols, std::mt19937& gen) {
   const DType dtype = dtype_of<T>;
   const DType adtype = dtype_of<A>;
   CAPTURE(layer, name_of(dtype), rows, cols);
-  const Tensor x = random_cpu({rows, cols}, dtype, gen);
+  const Tensor x = random_cpu({rows, cols}, dtype, gen, -2, 2);
   const double eps = 1e-5;
   Tensor y_cpu = empty({rows, cols}, {.dtype = dtype});
   Tensor mean_cpu = empty({rows}, {.dtype = adtype});
@@ -275,10 +244,10 @@ void check_stats(bool layer, int64_t rows, int64_t cols, std::mt19937& gen) {
                                        rstd_gpu.data<A>(), stream);
   }
   const std::vector<double> rstd_want = values_of(rstd_cpu);
-  CHECK_CLOSE("rstd", values_of(rstd_gpu), rstd_want, rstd_want, acc_tol(dtype), 0.0);
+  CHECK_CLOSE("rstd", values_of(rstd_gpu), rstd_want, rstd_want, acc_rtol(dtype), 0.0);
   if (layer) {
     CHECK_CLOSE("mean", values_of(mean_gpu), values_of(mean_cpu),
-                std::vector<double>(static_cast<size_t>(rows), 2.0), acc_tol(dtype), 0.0);
+                std::vector<double>(static_cast<size_t>(rows), 2.0), acc_rtol(dtype), 0.0);
   }
 }
 
@@ -291,7 +260,7 @@ TEST_CASE("cuda layer_norm and rms_norm forward and backward match the cpu over 
   std::mt19937 gen(seed);
   const std::vector<Variant> variants = {
       {true, true, true}, {true, false, false}, {false, true, false}, {false, false, false}};
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     for (int64_t rows : kRows) {
       for (int64_t cols : kCols) {
         const NormInputs in = make_inputs(dtype, rows, cols, gen);
@@ -305,7 +274,7 @@ TEST_CASE("cuda layer_norm with only a weight or only a bias matches the cpu", "
   const unsigned seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     for (int64_t cols : {3, 33, 1000, 8192}) {
       const NormInputs in = make_inputs(dtype, 64, cols, gen);
       check_norm_case({true, true, false}, in);
@@ -321,7 +290,7 @@ TEST_CASE("cuda norms of rows too long for registers match the cpu", "[gpu][norm
   const unsigned seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     for (int64_t cols : {8193, 16385, 40000}) {
       for (int64_t rows : {1, 3}) {
         const NormInputs in = make_inputs(dtype, rows, cols, gen);
@@ -389,11 +358,11 @@ TEST_CASE("cuda norms give bitwise the same results on every run", "[gpu][norm]"
   const unsigned seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     for (const Shape& shape : std::vector<Shape>{{1000, 4097}, {64, 8192}, {3, 40000}, {1000, 33}, {2, 5, 512}}) {
       CAPTURE(name_of(dtype), shape);
       const int64_t cols = shape.back();
-      const Tensor x = random_cpu(shape, dtype, gen);
+      const Tensor x = random_cpu(shape, dtype, gen, -2, 2);
       const Tensor w = random_cpu({cols}, dtype, gen, 0.5, 1.5);
       const Tensor b = random_cpu({cols}, dtype, gen, -1, 1);
       const Tensor dy = random_cpu(shape, dtype, gen, -1, 1);
@@ -414,7 +383,7 @@ TEST_CASE("cuda norms of 3-D and non-contiguous inputs match the cpu", "[gpu][no
   const unsigned seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  const Tensor base = random_cpu({6, 40, 5}, DType::f32, gen);
+  const Tensor base = random_cpu({6, 40, 5}, DType::f32, gen, -2, 2);
   const Tensor x_cpu = base.transpose(1, 2);  // [6, 5, 40], rows not contiguous
   const Tensor x_gpu = base.to(kGpu).transpose(1, 2);
   const Tensor w = random_cpu({40}, DType::f32, gen, 0.5, 1.5);

@@ -11,6 +11,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cuda/adamw.h"
 #include "nn/optim/adamw.h"
@@ -25,12 +26,10 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 using namespace dtr::nn::optim;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 
 const std::vector<int64_t> kSizes = {1, 3, 4, 5, 1023, 4096, 100003, 0};
 

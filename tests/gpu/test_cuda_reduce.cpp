@@ -14,6 +14,7 @@
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -26,27 +27,18 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-unsigned fresh_seed() { return std::random_device{}(); }
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
-// Random values of `dtype` on the CPU: floats uniform in [lo, hi), integers over
-// a wide range (i64 small enough that 2^24 of them cannot overflow a sum).
-Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo = -2, double hi = 2) {
+// Random values of any `dtype` on the CPU: floats uniform in [lo, hi) (random_cpu),
+// integers over a wide range (i64 small enough that 2^24 of them cannot overflow a sum).
+Tensor random_cpu_any_dtype(const Shape& shape, DType dtype, std::mt19937& gen, double lo, double hi) {
+  if (is_floating(dtype)) return random_cpu(shape, dtype, gen, lo, hi);
   const int64_t n = numel_of(shape);
-  if (is_floating(dtype)) {
-    std::uniform_real_distribution<double> dist(lo, hi);
-    std::vector<double> v(n);
-    for (double& x : v) x = dist(gen);
-    return from_vector(v, shape).to(dtype);
-  }
   if (dtype == DType::u8) {
     std::uniform_int_distribution<int> dist(0, 255);
     std::vector<uint8_t> v(n);
@@ -57,15 +49,6 @@ Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo 
   std::vector<int64_t> v(n);
   for (int64_t& x : v) x = dist(gen);
   return from_vector(v, shape).to(dtype);
-}
-
-std::vector<double> values_of(const Tensor& t) { return t.to(kCpu).to(DType::f64).to_vector<double>(); }
-
-// Same dtype, shape and bytes.
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(kCpu).contiguous(), y = b.to(kCpu).contiguous();
-  return x.dtype() == y.dtype() && x.sizes() == y.sizes() &&
-         std::memcmp(x.raw_data(), y.raw_data(), x.numel() * element_size(x.dtype())) == 0;
 }
 
 // Counts elements with |got - want| > acc_rtol * scale + out_rtol * |want| + atol
@@ -105,16 +88,6 @@ Mismatches compare(const Tensor& got, const Tensor& want, const std::vector<doub
     INFO(mm_.count << " mismatches; first at " << mm_.first);         \
     CHECK(mm_.count == 0);                                            \
   } while (0)
-
-// Summation error allowed relative to sum|x| (accumulation type) and one output rounding.
-double acc_rtol(DType dtype) { return dtype == DType::f64 ? 1e-13 : 2e-5; }
-double out_rtol(DType dtype) {
-  switch (dtype) {
-    case DType::bf16: return 1.0 / 128;
-    case DType::f16: return 1.0 / 1024;
-    default: return 0;
-  }
-}
 
 enum class Op { sum, mean, max, min, argmax };
 const char* op_name(Op op) {
@@ -161,9 +134,6 @@ void check_all_ops(const Tensor& cpu, const Tensor& gpu, const std::vector<int64
   }
 }
 
-const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
-                                       DType::i32, DType::i64, DType::u8};
-
 }  // namespace
 
 TEST_CASE("CUDA reductions along each dim, several dims, keepdim and whole-tensor match the CPU",
@@ -174,7 +144,7 @@ TEST_CASE("CUDA reductions along each dim, several dims, keepdim and whole-tenso
   // dim 0: 37-element rows (warp per row); dims {1, 2}: 6450 (block per row);
   // everything: 238650 elements in one row (two passes).
   for (DType dtype : kAllDtypes) {
-    const Tensor cpu = random_cpu({37, 50, 129}, dtype, gen);
+    const Tensor cpu = random_cpu_any_dtype({37, 50, 129}, dtype, gen, -2, 2);
     const Tensor gpu = cpu.to(kGpu);
     for (const std::vector<int64_t>& dims :
          std::vector<std::vector<int64_t>>{{0}, {1}, {2}, {-1}, {0, 2}, {1, 2}, {0, 1}, {}}) {
@@ -188,7 +158,7 @@ TEST_CASE("CUDA reductions of non-contiguous views match the CPU", "[gpu][reduce
   CAPTURE(seed);
   std::mt19937 gen(seed);
   for (DType dtype : {DType::f32, DType::bf16, DType::i64, DType::u8}) {
-    const Tensor base = random_cpu({40, 60, 70}, dtype, gen);
+    const Tensor base = random_cpu_any_dtype({40, 60, 70}, dtype, gen, -2, 2);
     const Tensor base_gpu = base.to(kGpu);
     auto views = [](const Tensor& b) {
       return std::vector<Tensor>{b.transpose(0, 2), b.slice(1, 1, 60, 3).narrow(0, 2, 30),
@@ -211,7 +181,7 @@ TEST_CASE("CUDA reductions of a 2^24-element row use the whole tensor", "[gpu][r
   CAPTURE(seed);
   std::mt19937 gen(seed);
   for (DType dtype : {DType::f32, DType::bf16, DType::u8, DType::i64}) {
-    const Tensor cpu = random_cpu({int64_t{1} << 24}, dtype, gen);
+    const Tensor cpu = random_cpu_any_dtype({int64_t{1} << 24}, dtype, gen, -2, 2);
     const Tensor gpu = cpu.to(kGpu);
     check_all_ops(cpu, gpu, {}, false);
     check_all_ops(cpu, gpu, {0}, true);
@@ -228,10 +198,10 @@ TEST_CASE("CUDA reductions of many short rows and of rows at the kernels' size t
   std::mt19937 gen(seed);
   // Many short rows: one warp per row (and dim 0 of a wide tensor: rows of 3).
   for (DType dtype : {DType::f32, DType::u8}) {
-    const Tensor cpu = random_cpu({int64_t{1} << 20, 3}, dtype, gen);
+    const Tensor cpu = random_cpu_any_dtype({int64_t{1} << 20, 3}, dtype, gen, -2, 2);
     const Tensor gpu = cpu.to(kGpu);
     check_all_ops(cpu, gpu, {1}, false);
-    const Tensor wide = random_cpu({3, int64_t{1} << 18}, dtype, gen);
+    const Tensor wide = random_cpu_any_dtype({3, int64_t{1} << 18}, dtype, gen, -2, 2);
     check_all_ops(wide, wide.to(kGpu), {0}, false);
   }
   // Rows around the warp / block / split limits, with odd lengths whose rows
@@ -239,7 +209,7 @@ TEST_CASE("CUDA reductions of many short rows and of rows at the kernels' size t
   for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::u8}) {
     for (int64_t cols : {1, 31, 1024, 1025, 65536, 65537, 200003}) {
       for (int64_t rows : {1, 3}) {
-        const Tensor cpu = random_cpu({rows, cols}, dtype, gen);
+        const Tensor cpu = random_cpu_any_dtype({rows, cols}, dtype, gen, -2, 2);
         check_all_ops(cpu, cpu.to(kGpu), {1}, false);
       }
     }
@@ -276,7 +246,7 @@ TEST_CASE("CUDA max, min and argmax propagate NaN: the first NaN wins", "[gpu][r
   for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
     for (int64_t cols : {20, 3000, 300000}) {  // warp, block, two-pass
       CAPTURE(name_of(dtype), cols);
-      std::vector<double> x = values_of(random_cpu({4, cols}, DType::f64, gen));
+      std::vector<double> x = values_of(random_cpu({4, cols}, DType::f64, gen, -2, 2));
       // Row 0: two NaNs (the first is the argmax); row 1: NaN last; row 3: NaN first; row 2 none.
       const int64_t a = cols / 3, b = 2 * cols / 3;
       x[a] = kNaN;
@@ -307,8 +277,8 @@ TEST_CASE("CUDA reductions give bitwise the same result on every run", "[gpu][re
   const unsigned seed = fresh_seed();
   CAPTURE(seed);
   std::mt19937 gen(seed);
-  const Tensor row = random_cpu({int64_t{1} << 24}, DType::f32, gen).to(kGpu);
-  const Tensor mat = random_cpu({2048, 4099}, DType::bf16, gen).to(kGpu);
+  const Tensor row = random_cpu({int64_t{1} << 24}, DType::f32, gen, -2, 2).to(kGpu);
+  const Tensor mat = random_cpu({2048, 4099}, DType::bf16, gen, -2, 2).to(kGpu);
   for (int run = 0; run < 3; ++run) {
     CHECK(same_bits(sum(row), sum(row)));
     CHECK(same_bits(mean(row), mean(row)));
@@ -317,7 +287,7 @@ TEST_CASE("CUDA reductions give bitwise the same result on every run", "[gpu][re
     CHECK(same_bits(argmax(row), argmax(row)));
   }
   // The same values at an unaligned address reduce in the same order.
-  const Tensor shifted = random_cpu({(int64_t{1} << 20) + 1}, DType::f32, gen).to(kGpu);
+  const Tensor shifted = random_cpu({(int64_t{1} << 20) + 1}, DType::f32, gen, -2, 2).to(kGpu);
   const Tensor tail = shifted.narrow(0, 1, int64_t{1} << 20);
   CHECK(same_bits(sum(tail), sum(tail.clone())));
 }
@@ -364,7 +334,7 @@ TEST_CASE("CUDA reductions over leading dims (column kernels) match the CPU", "[
   };
   for (DType dtype : kAllDtypes) {
     for (const Case& c : cases) {
-      const Tensor cpu = random_cpu(c.shape, dtype, gen);
+      const Tensor cpu = random_cpu_any_dtype(c.shape, dtype, gen, -2, 2);
       for (const std::vector<int64_t>& dims : c.dims) check_leading(cpu, dims);
     }
   }
@@ -379,13 +349,13 @@ TEST_CASE("CUDA reductions over leading dims split into pieces match the CPU", "
   // [2048, 3072] its MLP one at a smaller batch (11), [300, 5] just two pieces.
   for (DType dtype : kAllDtypes) {
     CAPTURE(name_of(dtype));
-    check_leading(random_cpu({2, 4096, 768}, dtype, gen), {0, 1}, false);
-    check_leading(random_cpu({8192, 768}, dtype, gen), {0}, false);
-    check_leading(random_cpu({2048, 3072}, dtype, gen), {0}, false);
-    check_leading(random_cpu({300, 5}, dtype, gen), {0});
-    check_leading(random_cpu({4099, 33}, dtype, gen), {0});  // 29 pieces, the last of 67 rows
+    check_leading(random_cpu_any_dtype({2, 4096, 768}, dtype, gen, -2, 2), {0, 1}, false);
+    check_leading(random_cpu_any_dtype({8192, 768}, dtype, gen, -2, 2), {0}, false);
+    check_leading(random_cpu_any_dtype({2048, 3072}, dtype, gen, -2, 2), {0}, false);
+    check_leading(random_cpu_any_dtype({300, 5}, dtype, gen, -2, 2), {0});
+    check_leading(random_cpu_any_dtype({4099, 33}, dtype, gen, -2, 2), {0});  // 29 pieces, the last of 67 rows
   }
-  const Tensor bias_grad = random_cpu({8, 1024, 3072}, DType::bf16, gen);
+  const Tensor bias_grad = random_cpu({8, 1024, 3072}, DType::bf16, gen, -2, 2);
   check_op(Op::sum, bias_grad, bias_grad.to(kGpu), {0, 1}, false);
 }
 
@@ -398,7 +368,7 @@ TEST_CASE("CUDA column reductions: misaligned starts, empty columns, NaN and the
   // 2-byte columns cannot be read in pairs there, and the result is the same.
   for (DType dtype : {DType::bf16, DType::f16, DType::u8, DType::f32}) {
     CAPTURE(name_of(dtype));
-    const Tensor flat = random_cpu({1 + 2048 * 96}, dtype, gen);
+    const Tensor flat = random_cpu_any_dtype({1 + 2048 * 96}, dtype, gen, -2, 2);
     const Tensor cpu = flat.narrow(0, 1, 2048 * 96).reshape({2048, 96});
     const Tensor gpu = flat.to(kGpu).narrow(0, 1, 2048 * 96).reshape({2048, 96});
     REQUIRE(gpu.is_contiguous());
@@ -422,7 +392,7 @@ TEST_CASE("CUDA column reductions: misaligned starts, empty columns, NaN and the
     for (int64_t rows : {100, 3000}) {
       CAPTURE(name_of(dtype), rows);
       const int64_t cols = 4;
-      std::vector<double> x = values_of(random_cpu({rows, cols}, DType::f64, gen));
+      std::vector<double> x = values_of(random_cpu({rows, cols}, DType::f64, gen, -2, 2));
       // Column 0: two NaNs (the first is the argmax); column 1: NaN last; column 3: NaN first.
       const int64_t a = rows / 3, b = 2 * rows / 3;
       x[a * cols] = kNaN;
@@ -448,9 +418,9 @@ TEST_CASE("CUDA column reductions: misaligned starts, empty columns, NaN and the
   }
 
   // A Linear's bias gradient goes through sum over the leading dims (autograd::sum_to).
-  const Tensor x = random_cpu({4, 64, 48}, DType::f32, gen);
-  const Tensor g = random_cpu({4, 64, 48}, DType::f32, gen);
-  const Tensor b = random_cpu({48}, DType::f32, gen);
+  const Tensor x = random_cpu({4, 64, 48}, DType::f32, gen, -2, 2);
+  const Tensor g = random_cpu({4, 64, 48}, DType::f32, gen, -2, 2);
+  const Tensor b = random_cpu({48}, DType::f32, gen, -2, 2);
   auto bias_grad = [&](Device device) {
     const Tensor leaf = b.to(device).detach().requires_grad_();
     sum(mul(add(x.to(device), leaf), g.to(device))).backward();
@@ -469,7 +439,7 @@ TEST_CASE("CUDA column reductions give bitwise the same result on every run", "[
     // Split ([8192, 768]) and one pass ([64, 3000]).
     for (const Shape& shape : {Shape{8192, 768}, Shape{64, 3000}}) {
       CAPTURE(name_of(dtype), shape);
-      const Tensor gpu = random_cpu(shape, dtype, gen).to(kGpu);
+      const Tensor gpu = random_cpu(shape, dtype, gen, -2, 2).to(kGpu);
       const Tensor first_sum = sum(gpu, {0}), first_mean = mean(gpu, {0});
       const Tensor first_max = max(gpu, 0), first_argmax = argmax(gpu, 0);
       for (int run = 0; run < 3; ++run) {
@@ -480,7 +450,7 @@ TEST_CASE("CUDA column reductions give bitwise the same result on every run", "[
       }
     }
     // [8, 1024, 768] over {0, 1} is the same [8192, 768] columns.
-    const Tensor gpu = random_cpu({8192, 768}, dtype, gen).to(kGpu);
+    const Tensor gpu = random_cpu({8192, 768}, dtype, gen, -2, 2).to(kGpu);
     CHECK(same_bits(sum(gpu.view({8, 1024, 768}), {0, 1}), sum(gpu, {0})));
   }
 }
@@ -492,7 +462,7 @@ TEST_CASE("CUDA reductions over non-leading dims and of non-contiguous inputs ke
   std::mt19937 gen(seed);
   for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
     CAPTURE(name_of(dtype));
-    const Tensor cpu = random_cpu({4, 256, 96}, dtype, gen);
+    const Tensor cpu = random_cpu_any_dtype({4, 256, 96}, dtype, gen, -2, 2);
     const Tensor gpu = cpu.to(kGpu);
     // A kept dim before a reduced one: permuted to rows first.
     for (const std::vector<int64_t>& dims :

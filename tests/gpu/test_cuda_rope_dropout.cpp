@@ -25,6 +25,7 @@
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/rope.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -36,33 +37,9 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-const std::vector<DType> kFloatingDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16};
-
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
-double out_rtol(DType dtype) {
-  switch (dtype) {
-    case DType::bf16: return 1.0 / 128;
-    case DType::f16: return 1.0 / 1024;
-    default: return 0;
-  }
-}
-
-Tensor random_cpu(const Shape& shape, DType dtype, std::mt19937& gen, double lo = -2, double hi = 2) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (double& x : v) x = dist(gen);
-  return from_vector(v, shape).to(dtype);
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(kCpu).to(DType::f64).contiguous().to_vector<double>();
-}
 
 // The raw bytes of a tensor's elements in row-major order (copied to the host).
 std::vector<unsigned char> bytes_of(const Tensor& t) {
@@ -70,10 +47,6 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
   std::vector<unsigned char> out(c.nbytes());
   if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
   return out;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && bytes_of(a) == bytes_of(b);
 }
 
 // The first element where two same-dtype tensors differ in their bits, described.
@@ -167,10 +140,10 @@ TEST_CASE("cuda rope forward and backward match the cpu for every dtype", "[gpu]
   const unsigned seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     for (const RopeCase& c : kRopeCases) {
       CAPTURE(name_of(dtype), c.shape, c.theta, c.offset);
-      const Tensor x = random_cpu(c.shape, dtype, gen);
+      const Tensor x = random_cpu(c.shape, dtype, gen, -2, 2);
       const Tensor dy = random_cpu(c.shape, dtype, gen, -1, 1);
       const Tensor x_cpu = x.detach().requires_grad_();
       const Tensor x_gpu = x.to(kGpu).requires_grad_();
@@ -195,7 +168,7 @@ TEST_CASE("cuda rope of a non-contiguous view matches the cpu and is determinist
   std::mt19937 gen(seed);
   for (DType dtype : {DType::f32, DType::bf16}) {
     CAPTURE(name_of(dtype));
-    const Tensor base = random_cpu({2, 4, 9, 64}, dtype, gen);  // [B, H, T, D] -> view [B, T, H, D]
+    const Tensor base = random_cpu({2, 4, 9, 64}, dtype, gen, -2, 2);  // [B, H, T, D] -> view [B, T, H, D]
     const Tensor view_cpu = base.transpose(1, 2);
     const Tensor view_gpu = base.to(kGpu).transpose(1, 2);
     const Tensor want = rope(view_cpu, 10000.0, 3);
@@ -219,11 +192,11 @@ TEST_CASE("cuda dropout draws the cpu's mask bit for bit, with equal gradients",
   INFO("seed " << seed);
   std::mt19937 gen(seed);
   const std::vector<Shape> shapes = {{1}, {3}, {4}, {5}, {1000}, {4097}, {3, 33, 7}, {64, 1000}};
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     for (const Shape& shape : shapes) {
       for (double p : {0.1, 0.5, 0.9}) {
         CAPTURE(name_of(dtype), shape, p);
-        const Tensor x = random_cpu(shape, dtype, gen);
+        const Tensor x = random_cpu(shape, dtype, gen, -2, 2);
         const Tensor dy = random_cpu(shape, dtype, gen, -1, 1);
         const uint64_t gseed = gen();
         Generator g_cpu(gseed), g_gpu(gseed);
@@ -274,7 +247,7 @@ TEST_CASE("cuda dropout with a restored generator state replays the same mask", 
   std::mt19937 gen(seed);
   for (DType dtype : {DType::f32, DType::bf16}) {
     CAPTURE(name_of(dtype));
-    const Tensor x = random_cpu({37, 129}, dtype, gen).to(kGpu);
+    const Tensor x = random_cpu({37, 129}, dtype, gen, -2, 2).to(kGpu);
     Generator g(gen());
     const GeneratorState saved = g.state();
     const Tensor first = dropout(x, 0.3, true, &g);
@@ -298,7 +271,7 @@ TEST_CASE("cuda dropout of a non-contiguous view matches the cpu", "[gpu][dropou
   const unsigned seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937 gen(seed);
-  const Tensor base = random_cpu({33, 65}, DType::f32, gen);
+  const Tensor base = random_cpu({33, 65}, DType::f32, gen, -2, 2);
   Generator g_cpu(5), g_gpu(5);
   const Tensor want = dropout(base.t(), 0.4, true, &g_cpu);
   const Tensor got = dropout(base.to(kGpu).t(), 0.4, true, &g_gpu);
@@ -369,7 +342,7 @@ void check_fill(Fill f, const Tensor& got, const Tensor& want) {
 
 TEST_CASE("cuda uniform_, normal_ and trunc_normal_ give the cpu's values", "[gpu][random]") {
   for (Fill f : {Fill::uniform, Fill::normal, Fill::trunc_normal}) {
-    for (DType dtype : kFloatingDtypes) {
+    for (DType dtype : kFloating) {
       for (const Shape& shape : std::vector<Shape>{{1}, {7}, {1001}, {33, 65}, {4, 5, 6}, {}}) {
         Generator g_cpu(31337), g_gpu(31337);
         const Tensor want = empty(shape, {.dtype = dtype});
@@ -385,7 +358,7 @@ TEST_CASE("cuda uniform_, normal_ and trunc_normal_ give the cpu's values", "[gp
 
 TEST_CASE("cuda trunc_normal_ with std 0 or no representable mass fills the clamped mean",
           "[gpu][random]") {
-  for (DType dtype : kFloatingDtypes) {
+  for (DType dtype : kFloating) {
     CAPTURE(name_of(dtype));
     Generator g_cpu(8), g_gpu(8);
     const Tensor want = empty({5, 3}, {.dtype = dtype});

@@ -12,6 +12,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops/shape_ops.h"
 #include "dtensor/random.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
@@ -22,29 +23,9 @@
 #include <vector>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-const std::vector<DType> kAllDtypes = {DType::f32, DType::f64, DType::bf16, DType::f16,
-                                       DType::i32, DType::i64, DType::u8};
-const std::vector<DType> kFloating = {DType::f32, DType::f64, DType::bf16, DType::f16};
-
-unsigned fresh_seed() { return std::random_device{}(); }
-std::string name_of(DType dtype) { return std::string(dtype_name(dtype)); }
-
-// Random values of `dtype` on the CPU: floats uniform in [-2, 2), integers over a wide range.
-Tensor random_cpu(const Shape& shape, DType dtype, Generator& gen) {
-  if (is_floating(dtype)) {
-    Tensor t = empty(shape, {.dtype = dtype});
-    uniform_(t, -2, 2, &gen);
-    return t;
-  }
-  Tensor wide = empty(shape, {.dtype = DType::f64});
-  uniform_(wide, dtype == DType::u8 ? 0 : -1e9, dtype == DType::u8 ? 256 : 1e9, &gen);
-  return wide.to(dtype);
-}
 
 // "" when got and want have the same dtype, shape and bytes; otherwise what
 // differs, with the first differing element (flat index and both values).
@@ -106,7 +87,7 @@ TEST_CASE("CUDA cat along every dim equals the CPU bit for bit for every dtype",
       for (int64_t n : {2, 0, 5, 1, 33}) {
         Shape s = {3, 4, 7};
         s[dim < 0 ? dim + 3 : dim] = n;
-        cpu.push_back(random_cpu(s, dtype, gen));
+        cpu.push_back(random_cpu_philox(s, dtype, gen, -2, 2));
       }
       CAPTURE(name_of(dtype), dim);
       const Tensor got = cat(to_gpu(cpu), dim);
@@ -114,17 +95,18 @@ TEST_CASE("CUDA cat along every dim equals the CPU bit for bit for every dtype",
       CHECK_SAME_BITS(got, cat(cpu, dim));
     }
     // One operand; non-contiguous operands (a transpose and a strided slice).
-    const Tensor a = random_cpu({5, 9}, dtype, gen);
-    const Tensor b = random_cpu({9, 5}, dtype, gen);
-    const Tensor c = random_cpu({5, 30}, dtype, gen);
+    const Tensor a = random_cpu_philox({5, 9}, dtype, gen, -2, 2);
+    const Tensor b = random_cpu_philox({9, 5}, dtype, gen, -2, 2);
+    const Tensor c = random_cpu_philox({5, 30}, dtype, gen, -2, 2);
     CHECK_SAME_BITS(cat({a.to(kGpu)}, 1), a);
     CHECK_SAME_BITS(cat({a.to(kGpu), b.to(kGpu).t(), c.to(kGpu).slice(1, 1, 30, 3)}, 1),
                     cat({a, b.t(), c.slice(1, 1, 30, 3)}, 1));
   }
   // Large operands with odd sizes.
   for (DType dtype : {DType::f32, DType::bf16, DType::u8}) {
-    std::vector<Tensor> cpu = {random_cpu({1000, 4097}, dtype, gen), random_cpu({1000, 127}, dtype, gen),
-                               random_cpu({1000, 1}, dtype, gen)};
+    std::vector<Tensor> cpu = {random_cpu_philox({1000, 4097}, dtype, gen, -2, 2),
+                               random_cpu_philox({1000, 127}, dtype, gen, -2, 2),
+                               random_cpu_philox({1000, 1}, dtype, gen, -2, 2)};
     CAPTURE(name_of(dtype));
     CHECK_SAME_BITS(cat(to_gpu(cpu), 1), cat(cpu, 1));
     CHECK_SAME_BITS(cat({cpu[0].to(kGpu), cpu[0].to(kGpu)}, 0), cat({cpu[0], cpu[0]}, 0));
@@ -138,7 +120,7 @@ TEST_CASE("CUDA stack at every position and split into pieces equal the CPU bit 
   Generator gen(seed);
   for (DType dtype : kAllDtypes) {
     std::vector<Tensor> cpu;
-    for (int i = 0; i < 3; ++i) cpu.push_back(random_cpu({4, 33}, dtype, gen));
+    for (int i = 0; i < 3; ++i) cpu.push_back(random_cpu_philox({4, 33}, dtype, gen, -2, 2));
     for (int64_t dim : {0, 1, 2, -1, -3}) {
       CAPTURE(name_of(dtype), dim);
       const Tensor got = stack(to_gpu(cpu), dim);
@@ -148,7 +130,7 @@ TEST_CASE("CUDA stack at every position and split into pieces equal the CPU bit 
     CHECK_SAME_BITS(stack({scalar_tensor(1, dtype, kGpu), scalar_tensor(2, dtype, kGpu)}),
                     stack({scalar_tensor(1, dtype), scalar_tensor(2, dtype)}));
 
-    const Tensor t = random_cpu({10, 127}, dtype, gen);
+    const Tensor t = random_cpu_philox({10, 127}, dtype, gen, -2, 2);
     const Tensor t_gpu = t.to(kGpu);
     for (int64_t dim : {0, 1}) {
       for (int64_t size : {1, 3, 10, 64, 200}) {
@@ -174,11 +156,12 @@ TEST_CASE("gradients through cat, stack and split on CUDA equal the CPU's bit fo
   Generator gen(seed);
   for (DType dtype : kFloating) {
     CAPTURE(name_of(dtype));
-    const std::vector<Tensor> values = {random_cpu({6, 5}, dtype, gen), random_cpu({9, 6}, dtype, gen),
-                                        random_cpu({6, 1}, dtype, gen)};
+    const std::vector<Tensor> values = {random_cpu_philox({6, 5}, dtype, gen, -2, 2),
+                                        random_cpu_philox({9, 6}, dtype, gen, -2, 2),
+                                        random_cpu_philox({6, 1}, dtype, gen, -2, 2)};
     {
       INFO("cat of a tensor, a transposed one and a thin one along dim 1");
-      const Tensor g = random_cpu({6, 15}, dtype, gen);
+      const Tensor g = random_cpu_philox({6, 15}, dtype, gen, -2, 2);
       std::vector<Tensor> grads[2];
       for (int d = 0; d < 2; ++d) {
         const Device device = d == 0 ? kCpu : kGpu;
@@ -195,7 +178,7 @@ TEST_CASE("gradients through cat, stack and split on CUDA equal the CPU's bit fo
     }
     {
       INFO("cat where only the middle operand needs a gradient");
-      const Tensor g = random_cpu({20, 5}, dtype, gen);
+      const Tensor g = random_cpu_philox({20, 5}, dtype, gen, -2, 2);
       Tensor got;
       for (const Device device : {kCpu, kGpu}) {
         const Tensor mid = values[0].to(device).detach().requires_grad_();
@@ -214,8 +197,8 @@ TEST_CASE("gradients through cat, stack and split on CUDA equal the CPU's bit fo
       INFO("stack at dim 1 and -1");
       for (int64_t dim : {1, -1}) {
         CAPTURE(dim);
-        const std::vector<Tensor> same = {values[0], random_cpu({6, 5}, dtype, gen)};
-        const Tensor g = random_cpu(stack(same, dim).sizes(), dtype, gen);
+        const std::vector<Tensor> same = {values[0], random_cpu_philox({6, 5}, dtype, gen, -2, 2)};
+        const Tensor g = random_cpu_philox(stack(same, dim).sizes(), dtype, gen, -2, 2);
         std::vector<Tensor> grads[2];
         for (int d = 0; d < 2; ++d) {
           const Device device = d == 0 ? kCpu : kGpu;
@@ -229,10 +212,10 @@ TEST_CASE("gradients through cat, stack and split on CUDA equal the CPU's bit fo
     }
     {
       INFO("split into 4 pieces along dim 1, pieces 0, 2 and 3 used (3 is the remainder)");
-      const Tensor x = random_cpu({7, 23}, dtype, gen);
-      const Tensor g0 = random_cpu({7, 6}, dtype, gen);
-      const Tensor g2 = random_cpu({7, 6}, dtype, gen);
-      const Tensor g3 = random_cpu({7, 5}, dtype, gen);
+      const Tensor x = random_cpu_philox({7, 23}, dtype, gen, -2, 2);
+      const Tensor g0 = random_cpu_philox({7, 6}, dtype, gen, -2, 2);
+      const Tensor g2 = random_cpu_philox({7, 6}, dtype, gen, -2, 2);
+      const Tensor g3 = random_cpu_philox({7, 5}, dtype, gen, -2, 2);
       Tensor grads[2];
       for (int d = 0; d < 2; ++d) {
         const Device device = d == 0 ? kCpu : kGpu;

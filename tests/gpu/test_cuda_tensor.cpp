@@ -4,13 +4,14 @@
 #include "dtensor/cuda/cuda_allocator.h"
 #include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/factory.h"
+#include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
 
 using namespace dtr;
+using namespace dtr::testing::gpu;
 
 namespace {
-const Device kGpu = Device::cuda(0);
 Tensor iota(const Shape& shape, DType dtype = DType::f32) {
   return arange(numel_of(shape), {.dtype = dtype}).view(shape);
 }
