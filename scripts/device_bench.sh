@@ -2,7 +2,8 @@
 # On a lent GPU machine, after scripts/device_check.sh has built build/device in the
 # same command: runs the dtr GPU benchmarks that were built (dtr_cuda_gemm_bench
 # --quick, dtr_cuda_elementwise_bench, dtr_cuda_reduce_bench, and when present
-# dtr_attention_bench, dtr_cuda_adamw_bench, dtr_gpu_train_step_bench) and the
+# dtr_attention_bench, dtr_cuda_adamw_bench, dtr_gpu_train_step_bench), dtr-train
+# --device cuda on the small model, and the
 # PyTorch yardsticks (bench/torch_sdpa_bench.py, bench/torch_gpt2_step.py in autocast
 # and fsdp2 modes), when python3 can import torch. Each writes $OUT/<name>.log (or
 # /tmp/dtr-device/<name>.log); stdout gets a short summary per bench (its last
@@ -64,6 +65,10 @@ run_bin dtr_cuda_reduce_bench 25 16
 run_bin dtr_cuda_adamw_bench 25 10
 run_bin dtr_attention_bench 30 6
 run_bin dtr_gpu_train_step_bench 75 20 --batch 8 --seq 1024 --warmup 3 --steps 10 --breakdown 2 --kernel-table 30
+# dtr-train itself on the GPU (issue 9's --device cuda): the small model, bf16, on the
+# embedded corpus; the last lines show the loss falling, tokens/s, MFU and the sample.
+run dtr_train_cuda 60 6 build/device/examples/train/dtr-train --device cuda --model small --mixed-precision bf16 \
+  --steps 60 --eval-every 30 --log-every 10 --progress-bar off --out "$out/dtr_train_cuda"
 
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
   run torch_sdpa_bench 30 10 python3 bench/torch_sdpa_bench.py
