@@ -14,7 +14,8 @@
 // one kernels::cuda::multi_copy launch per (device, src dtype, dst dtype) on the
 // device's current stream. Every other job (CPU tensors, broadcasting, other
 // layouts, integer casts, a source in the destination's storage) runs through
-// copy_ / zero_, so on the CPU copy_batch is exactly the loop of copy_ it replaces.
+// copy_ / zero_, so on the CPU copy_batch is exactly the loop of copy_ it replaces
+// (and a copy from pinned host memory to a GPU does not wait, as copy_).
 #pragma once
 
 #include "dtensor/tensor.h"
