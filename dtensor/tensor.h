@@ -121,10 +121,10 @@ class Tensor {
   const Tensor& zero_() const { return fill_(0); }
   // A contiguous copy of this CPU tensor in pinned (page-locked) host memory,
   // counted under the same MemoryTag; itself when already pinned (as torch).
-  // Copies from pinned memory to a GPU do not wait (dtensor/cuda/cuda_copy.h):
-  // write the source on the host only once the device has passed the copy
-  // (freeing it is safe). Throws a clear error for a CUDA or meta tensor, and
-  // without CUDA or a GPU.
+  // copy_ from pinned memory to a GPU is a direct DMA and still waits; the
+  // non-waiting copies are cuda::copy_to_device_async / copy_to_host_async
+  // (dtensor/cuda/cuda_copy.h). Throws a clear error for a CUDA or meta tensor,
+  // and without CUDA or a GPU.
   Tensor pin_memory() const;
   bool is_pinned() const { return storage().is_pinned(); }  // views of pinned memory too
 

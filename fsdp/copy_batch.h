@@ -15,7 +15,9 @@
 // device's current stream. Every other job (CPU tensors, broadcasting, other
 // layouts, integer casts, a source in the destination's storage) runs through
 // copy_ / zero_, so on the CPU copy_batch is exactly the loop of copy_ it replaces
-// (and a copy from pinned host memory to a GPU does not wait, as copy_).
+// -- except that a contiguous source in pinned host memory (an offloaded shard) is
+// copied to a GPU without waiting (cuda::copy_to_device_async): FSDP synchronizes
+// before the host writes the shards again (end of backward, reshard_all).
 #pragma once
 
 #include "dtensor/tensor.h"

@@ -53,6 +53,26 @@ void copy_from_pinned(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
+void copy_to_device_async(const Tensor& dst, const Tensor& src) {
+  DTR_CHECK(dst.defined() && src.defined(), "copy_to_device_async: a tensor is undefined");
+  DTR_CHECK(dst.device().is_cuda(), "copy_to_device_async: expected a destination on a GPU, found one on {}",
+            dst.device());
+  DTR_CHECK(src.device().is_cpu() && src.is_pinned(),
+            "copy_to_device_async: expected a source in pinned host memory (Tensor::pin_memory), found {}",
+            src.device().is_cpu() ? std::string("pageable host memory") : fmt::format("one on {}", src.device()));
+  DTR_CHECK(src.is_contiguous(), "copy_to_device_async: expected a contiguous source, found sizes {} strides {}",
+            shape_str(src.sizes()), shape_str(src.strides()));
+  DTR_CHECK(dst.sizes() == src.sizes(), "copy_to_device_async: expected the same shape, found {} -> {}",
+            shape_str(src.sizes()), shape_str(dst.sizes()));
+  DTR_CHECK(!autograd::needs_grad({&src}),
+            "copy_to_device_async: copying from a tensor that requires grad is not recorded by autograd; copy under "
+            "NoGradGuard");
+  autograd::check_inplace("copy_to_device_async", dst);
+  if (dst.numel() == 0) return;
+  autograd::NoGradGuard no_grad;
+  copy_from_pinned(dst, src);
+}
+
 void copy_to_host_async(const Tensor& dst, const Tensor& src) {
   DTR_CHECK(dst.defined() && src.defined(), "copy_to_host_async: a tensor is undefined");
   DTR_CHECK(src.device().is_cuda(), "copy_to_host_async: expected a source on a GPU, found one on {}",
@@ -94,7 +114,13 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
     return copy_on_device(dst, landed);
   }
   if (from.is_cpu()) {  // host -> device
-    if (src.is_pinned() && src.is_contiguous()) return copy_from_pinned(dst, src);
+    if (src.is_pinned() && src.is_contiguous()) {
+      // DMA straight from the page-locked source, then wait like every copy_ (as
+      // torch without non_blocking): the caller may overwrite the source at once.
+      copy_from_pinned(dst, src);
+      DTR_CUDA_CHECK(cudaStreamSynchronize(current_stream(to.index)));
+      return;
+    }
     Tensor host = src.to(dst.dtype()).contiguous();
     if (dst.is_contiguous()) {
       memcpy_sync(dst.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, to.index);

@@ -1,7 +1,7 @@
 // Pinned host memory: Tensor::pin_memory, the pinned allocator's statistics and
 // cache, asynchronous host -> device copies from pinned memory (whose freed
 // source must not be reused while a copy still reads it), and
-// cuda::copy_to_host_async. The stream is held busy by a sleeping host function,
+// cuda::copy_to_host_async / copy_to_device_async. The stream is held busy by a sleeping host function,
 // so "in flight" is certain, not a matter of timing.
 #include "dtensor/allocator.h"
 #include "dtensor/cuda/cuda_copy.h"
@@ -107,9 +107,17 @@ TEST_CASE("pin_memory and copy_to_host_async refuse what they cannot do", "[gpu]
                     Catch::Contains("expected the same shape, found [3, 5] -> [15]"));
   CHECK_THROWS_WITH(cuda::copy_to_host_async(empty({3, 5}, {.pin_memory = true}), iota({3, 5})),
                     Catch::Contains("expected a source on a GPU, found one on cpu"));
+  CHECK_THROWS_WITH(cuda::copy_to_device_async(dev, iota({3, 5})),
+                    Catch::Contains("expected a source in pinned host memory (Tensor::pin_memory), found pageable"));
+  CHECK_THROWS_WITH(cuda::copy_to_device_async(empty({3, 5}), iota({3, 5}).pin_memory()),
+                    Catch::Contains("expected a destination on a GPU, found one on cpu"));
+  CHECK_THROWS_WITH(cuda::copy_to_device_async(empty({5, 3}, {.device = kGpu}), iota({3, 5}).pin_memory().t()),
+                    Catch::Contains("expected a contiguous source"));
+  CHECK_THROWS_WITH(cuda::copy_to_device_async(empty({15}, {.device = kGpu}), iota({3, 5}).pin_memory()),
+                    Catch::Contains("expected the same shape, found [3, 5] -> [15]"));
 }
 
-TEST_CASE("host -> device from pinned memory does not wait, and a freed source is not reused mid-copy",
+TEST_CASE("copy_to_device_async does not wait, and a freed source is not reused mid-copy",
           "[gpu][pinned]") {
   constexpr int64_t n = 1 << 14;  // 64 KiB of f32: one size class
   constexpr int kCopies = 16;
@@ -127,8 +135,8 @@ TEST_CASE("host -> device from pinned memory does not wait, and a freed source i
   for (int i = 0; i < kCopies; ++i) {
     Tensor src = full({n}, static_cast<float>(i), {.pin_memory = true});
     void* const freed = src.raw_data();
-    on_device[i].copy_(src);
-    if (i == 0) CHECK(busy(stream));  // queued behind the stall: copy_ returned without waiting
+    cuda::copy_to_device_async(on_device[i], src);
+    if (i == 0) CHECK(busy(stream));  // queued behind the stall: returned without waiting
     src = Tensor();                    // freed while its copy is queued
     cuda::Event freed_at;              // completes together with the allocator's event for `freed`
     freed_at.record(stream);
@@ -162,9 +170,17 @@ TEST_CASE("host -> device from pinned memory does not wait, and a freed source i
 
 TEST_CASE("host -> device from pinned memory into strided and converting destinations", "[gpu][pinned]") {
   Tensor src = iota({4, 6}).pin_memory();
-  stall_stream(50);
   Tensor dst = zeros({6, 4}, {.dtype = DType::bf16, .device = kGpu});
-  dst.t().copy_(src);  // lands on the device, then converted and scattered there
+  cudaStream_t stream = stall_stream(50);
+  cuda::copy_to_device_async(dst.t(), src);  // lands on the device, then converted and scattered there
+  CHECK(busy(stream));
+  // copy_ from pinned memory waits, as torch without non_blocking: the source may be reused at once.
+  Tensor waited = empty({4, 6}, {.device = kGpu});
+  waited.copy_(src);
+  CHECK_FALSE(busy(stream));
+  src.fill_(0);
+  CHECK(waited.to(Device::cpu()).to_vector<float>() == iota({4, 6}).to_vector<float>());
+  src = iota({4, 6}).pin_memory();
   std::vector<bf16> expected;
   for (int j = 0; j < 6; ++j)
     for (int i = 0; i < 4; ++i) expected.push_back(bf16(static_cast<float>(6 * i + j)));
