@@ -36,9 +36,8 @@ void* CpuAllocator::allocate(size_t nbytes, MemoryTag tag, int /*index*/) {
         release_cache_locked();
         ptr = std::aligned_alloc(kAlignment, size);
       }
-      if (ptr != nullptr) reserved_ += static_cast<int64_t>(size);
+      if (ptr != nullptr) tracker_.add_reserved(static_cast<int64_t>(size));
     }
-    tracker_.set_reserved(reserved_);
   } else {
     ptr = std::aligned_alloc(kAlignment, size);
   }
@@ -63,7 +62,7 @@ void CpuAllocator::deallocate(void* ptr, size_t nbytes, MemoryTag tag) {
 void CpuAllocator::release_cache_locked() {
   for (auto& [bytes, block] : cached_) {
     std::free(block);
-    reserved_ -= static_cast<int64_t>(bytes);
+    tracker_.add_reserved(-static_cast<int64_t>(bytes));
   }
   cached_.clear();
 }
@@ -71,7 +70,6 @@ void CpuAllocator::release_cache_locked() {
 void CpuAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
   release_cache_locked();
-  tracker_.set_reserved(reserved_);
 }
 
 namespace {
@@ -96,6 +94,28 @@ Allocator& get_allocator(Device device) {
 }
 
 void set_allocator(DeviceType type, Allocator* allocator) { slot(type) = allocator; }
+
+namespace {
+
+Allocator*& pinned_slot() {
+  static Allocator* pinned = nullptr;
+  return pinned;
+}
+
+}  // namespace
+
+Allocator& get_pinned_allocator() {
+#ifdef DTR_WITH_CUDA
+  DTR_CHECK(cuda::is_available(),
+            "pinned host memory needs a GPU: expected at least one CUDA device, found none on this machine");
+  cuda::init();
+#endif
+  Allocator* a = pinned_slot();
+  DTR_CHECK(a != nullptr, "pinned host memory needs the CUDA backend, which this build of dtr lacks");
+  return *a;
+}
+
+void set_pinned_allocator(Allocator* allocator) { pinned_slot() = allocator; }
 
 MemoryStats memory_stats(Device device) {
   if (device.is_meta()) return {};

@@ -4,7 +4,9 @@
 // their allocator explicitly with set_allocator() from their init function (no
 // static initialisers: dtr is a static library and the linker would drop them).
 // The meta device has no allocator: meta storage holds no memory. Statistics are
-// kept per allocator, i.e. per device type (dtr runs one GPU per process).
+// kept per allocator, i.e. per device type (dtr runs one GPU per process); the
+// pinned host allocator (CUDA backend) counts into the CPU allocator's statistics,
+// since pinned memory is host memory.
 #pragma once
 
 #include "dtensor/device.h"
@@ -18,6 +20,9 @@ namespace dtr {
 
 class Allocator {
  public:
+  Allocator() = default;
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
   virtual ~Allocator() = default;
   // Returns nbytes of memory (nullptr for 0 bytes) on device `index` of this
   // allocator's type, counted under `tag`.
@@ -33,7 +38,15 @@ class Allocator {
   void reset_peak() { tracker_.reset_peak(); }
 
  protected:
-  MemoryStatsTracker tracker_;
+  // An allocator whose bytes count in `counted_with`'s statistics (the pinned host
+  // allocator in the CPU allocator's: memory_stats(Device::cpu()) shows both).
+  explicit Allocator(Allocator& counted_with) : tracker_(counted_with.tracker_) {}
+
+ private:
+  MemoryStatsTracker own_tracker_;
+
+ protected:
+  MemoryStatsTracker& tracker_ = own_tracker_;
 };
 
 // The size a caching allocator takes from the system for a request: a multiple of
@@ -59,13 +72,19 @@ class CpuAllocator final : public Allocator {
 
   std::mutex mutex_;
   std::multimap<size_t, void*> cached_;  // by block size
-  int64_t reserved_ = 0;                 // live and cached blocks of kCacheMin or more
 };
 
 // The allocator of a device type; throws a clear error when none is registered
 // (e.g. cuda in a build without CUDA) and for meta.
 Allocator& get_allocator(Device device);
 void set_allocator(DeviceType type, Allocator* allocator);
+
+// The allocator of pinned (page-locked) host memory, which host<->device copies
+// can use asynchronously (Tensor::pin_memory, TensorOptions::pin_memory). The CUDA
+// backend registers it; without CUDA, or on a machine without a GPU, this throws
+// a clear error.
+Allocator& get_pinned_allocator();
+void set_pinned_allocator(Allocator* allocator);
 
 MemoryStats memory_stats(Device device);
 void reset_peak_memory_stats(Device device);

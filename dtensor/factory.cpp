@@ -14,8 +14,11 @@ namespace dtr {
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape) DTR_CHECK(s >= 0, "empty: sizes must be non-negative, got {}", shape_str(shape));
   size_t nbytes = static_cast<size_t>(numel_of(shape)) * element_size(options.dtype);
-  Storage storage =
-      Storage::allocate(nbytes, options.device, options.tag.value_or(current_memory_tag()));
+  const MemoryTag tag = options.tag.value_or(current_memory_tag());
+  DTR_CHECK(!options.pin_memory || options.device.is_cpu(),
+            "empty: pin_memory applies to host memory: expected device cpu, found {}", options.device);
+  Storage storage = options.pin_memory ? Storage::allocate_pinned(nbytes, tag)
+                                       : Storage::allocate(nbytes, options.device, tag);
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype);
 }
 

@@ -65,9 +65,9 @@ void MemoryStatsTracker::on_retag(int64_t bytes, MemoryTag from, MemoryTag to) {
   ++t.live_allocations;
 }
 
-void MemoryStatsTracker::set_reserved(int64_t bytes) {
+void MemoryStatsTracker::add_reserved(int64_t delta) {
   std::lock_guard lock(mutex_);
-  stats_.reserved_bytes = bytes;
+  stats_.reserved_bytes += delta;
 }
 
 void MemoryStatsTracker::reset_peak() {

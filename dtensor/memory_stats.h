@@ -39,7 +39,8 @@ class MemoryStatsTracker {
   void on_allocate(int64_t bytes, MemoryTag tag);
   void on_free(int64_t bytes, MemoryTag tag);
   void on_retag(int64_t bytes, MemoryTag from, MemoryTag to);
-  void set_reserved(int64_t bytes);
+  // reserved_bytes += delta (several allocators may count into one tracker).
+  void add_reserved(int64_t delta);
   void reset_peak();
   MemoryStats snapshot() const;
 

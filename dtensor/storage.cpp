@@ -4,6 +4,7 @@
 #include "dtensor/error.h"
 
 #include <atomic>
+#include <cstring>
 
 namespace dtr {
 
@@ -13,6 +14,7 @@ struct Storage::Impl {
   Device device;
   MemoryTag tag = MemoryTag::other;
   Allocator* allocator = nullptr;  // null for meta
+  bool pinned = false;
   std::atomic<uint64_t> version{0};
 
   ~Impl() {
@@ -31,6 +33,19 @@ Storage Storage::allocate(size_t nbytes, Device device, MemoryTag tag) {
     s.impl_->data = a.allocate(nbytes, tag, device.index);
     s.impl_->allocator = &a;
   }
+  return s;
+}
+
+Storage Storage::allocate_pinned(size_t nbytes, MemoryTag tag) {
+  Allocator& a = get_pinned_allocator();
+  Storage s;
+  s.impl_ = std::make_shared<Impl>();
+  s.impl_->nbytes = nbytes;
+  s.impl_->device = Device::cpu();
+  s.impl_->tag = tag;
+  s.impl_->data = a.allocate(nbytes, tag, 0);
+  s.impl_->allocator = &a;
+  s.impl_->pinned = true;
   return s;
 }
 
@@ -64,6 +79,25 @@ void Storage::reallocate() const {
 }
 
 bool Storage::is_allocated() const { return impl_ && (impl_->data != nullptr || impl_->device.is_meta()); }
+
+bool Storage::is_pinned() const { return impl_ && impl_->pinned; }
+
+void Storage::pin() const {
+  DTR_INTERNAL_ASSERT(impl_ != nullptr);
+  if (impl_->pinned) return;
+  DTR_CHECK(impl_->device.is_cpu(), "pin: only host memory can be pinned: expected a CPU storage, found one on {}",
+            impl_->device);
+  Allocator& pinned = get_pinned_allocator();
+  void* data = nullptr;
+  if (impl_->data) {  // a released storage only changes allocator: reallocate() pins it
+    data = pinned.allocate(impl_->nbytes, impl_->tag, 0);
+    std::memcpy(data, impl_->data, impl_->nbytes);
+    impl_->allocator->deallocate(impl_->data, impl_->nbytes, impl_->tag);
+  }
+  impl_->data = data;
+  impl_->allocator = &pinned;
+  impl_->pinned = true;
+}
 
 void Storage::restore_version(uint64_t version) const {
   if (impl_) impl_->version = version;

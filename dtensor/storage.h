@@ -1,7 +1,8 @@
 // Storage: a reference-counted block of device memory that tensors view.
 // Several tensors (views) may share one Storage; the memory is returned to its
 // allocator when the last one goes away. Meta storage remembers its size but
-// holds no memory.
+// holds no memory. CPU storage may be pinned (page-locked, from the pinned host
+// allocator): the GPU copies to and from it asynchronously.
 #pragma once
 
 #include "dtensor/device.h"
@@ -17,6 +18,8 @@ class Storage {
  public:
   Storage() = default;
   static Storage allocate(size_t nbytes, Device device, MemoryTag tag);
+  // Pinned host memory (a CPU storage); throws a clear error without CUDA or a GPU.
+  static Storage allocate_pinned(size_t nbytes, MemoryTag tag);
 
   bool defined() const { return impl_ != nullptr; }
   void* data() const;
@@ -38,6 +41,11 @@ class Storage {
   // Allocates nbytes() again (contents undefined) after release(); no-op when allocated.
   void reallocate() const;
   bool is_allocated() const;
+  bool is_pinned() const;
+  // Moves this CPU storage's bytes into pinned memory, in place: every tensor
+  // viewing it sees the same values, now pinned (FSDP's CPU offload pins shards
+  // the user created, keeping the handles an optimizer holds). No-op when pinned.
+  void pin() const;
   // Sets the version back after runtime code refilled memory that autograd saved
   // (FSDP's all-gather into a released parameter), like PyTorch's
   // _unsafe_preserve_version_counter. Not for user code.

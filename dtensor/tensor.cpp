@@ -407,6 +407,18 @@ Tensor Tensor::clone() const {
                                 [](const Tensor& g) { return g; });
 }
 
+Tensor Tensor::pin_memory() const {
+  DTR_CHECK(device().is_cpu(), "pin_memory: expected a CPU tensor (only host memory can be pinned), found one on {}",
+            device());
+  if (is_pinned()) return *this;
+  Tensor out = empty(sizes(), {.dtype = dtype(), .tag = storage().tag(), .pin_memory = true});
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  return autograd::record_unary(*this, std::move(out), "PinMemoryBackward", [](const Tensor& g) { return g; });
+}
+
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   return autograd::record_unary(*this, copied(*this, dtype(), target), "ToDeviceBackward",

@@ -51,11 +51,13 @@ struct LogicalSlice {
 struct DTensorSpec;
 
 // What a factory allocates: dtype, device and the memory tag the bytes are
-// counted under (the thread's current tag when not given).
+// counted under (the thread's current tag when not given); pin_memory: a CPU
+// tensor in pinned host memory (needs the CUDA backend and a GPU).
 struct TensorOptions {
   DType dtype = DType::f32;
   Device device = Device::cpu();
   std::optional<MemoryTag> tag;
+  bool pin_memory = false;
 };
 
 class Tensor {
@@ -117,6 +119,14 @@ class Tensor {
   const Tensor& copy_(const Tensor& src) const;  // src broadcast to this shape, converted to this dtype
   const Tensor& fill_(Scalar value) const;
   const Tensor& zero_() const { return fill_(0); }
+  // A contiguous copy of this CPU tensor in pinned (page-locked) host memory,
+  // counted under the same MemoryTag; itself when already pinned (as torch).
+  // copy_ from pinned memory to a GPU is a direct DMA and still waits; the
+  // non-waiting copies are cuda::copy_to_device_async / copy_to_host_async
+  // (dtensor/cuda/cuda_copy.h). Throws a clear error for a CUDA or meta tensor,
+  // and without CUDA or a GPU.
+  Tensor pin_memory() const;
+  bool is_pinned() const { return storage().is_pinned(); }  // views of pinned memory too
 
   // Elements in row-major order; T must be the tensor's dtype.
   template <class T>

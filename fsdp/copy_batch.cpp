@@ -4,6 +4,7 @@
 #include "dtensor/error.h"
 
 #ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_copy.h"
 #include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/multi_copy.h"
 #endif
@@ -18,6 +19,13 @@ namespace dtr::fsdp {
 namespace {
 
 void run_one(const CopyJob& job) {
+#ifdef DTR_WITH_CUDA
+  if (job.src.defined() && job.src.device().is_cpu() && job.src.is_pinned() && job.src.is_contiguous() &&
+      job.dst.device().is_cuda() && job.src.sizes() == job.dst.sizes()) {
+    cuda::copy_to_device_async(job.dst, job.src);
+    return;
+  }
+#endif
   if (job.src.defined()) {
     job.dst.copy_(job.src);
   } else {

@@ -14,7 +14,10 @@
 // one kernels::cuda::multi_copy launch per (device, src dtype, dst dtype) on the
 // device's current stream. Every other job (CPU tensors, broadcasting, other
 // layouts, integer casts, a source in the destination's storage) runs through
-// copy_ / zero_, so on the CPU copy_batch is exactly the loop of copy_ it replaces.
+// copy_ / zero_, so on the CPU copy_batch is exactly the loop of copy_ it replaces
+// -- except that a contiguous source in pinned host memory (an offloaded shard) is
+// copied to a GPU without waiting (cuda::copy_to_device_async): FSDP synchronizes
+// before the host writes the shards again (end of backward, reshard_all).
 #pragma once
 
 #include "dtensor/tensor.h"

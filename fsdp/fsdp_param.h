@@ -31,9 +31,9 @@ class FSDPParam {
   // 2-D mesh replicates over its first dim: HSDP) and installs the shard. The
   // unsharded tensor has `compute_dtype` (mixed precision's param_dtype).
   // With `offload`, the shard of a CUDA parameter is kept in host memory (CPU
-  // offload: the optimizer then steps on the CPU).
+  // offload: the optimizer then steps on the CPU), pinned with `pin_memory`.
   FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh,
-            DType compute_dtype, bool offload = false);
+            DType compute_dtype, bool offload = false, bool pin_memory = false);
 
   const std::string& fqn() const { return fqn_; }
   const Shape& global_shape() const { return spec_->shape; }

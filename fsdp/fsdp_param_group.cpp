@@ -12,14 +12,19 @@
 #include <cmath>
 
 #ifdef DTR_WITH_CUDA
+#include "dtensor/cuda/cuda_copy.h"
 #include "dtensor/cuda/cuda_runtime.h"
 #endif
 
 namespace dtr::fsdp {
 
 FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh,
-                               DType reduce_dtype, bool offload)
-    : params_(std::move(params)), mesh_(std::move(mesh)), reduce_dtype_(reduce_dtype), offload_(offload) {
+                               DType reduce_dtype, bool offload, bool pin_memory)
+    : params_(std::move(params)),
+      mesh_(std::move(mesh)),
+      reduce_dtype_(reduce_dtype),
+      offload_(offload),
+      pin_memory_(offload && pin_memory) {
   compute_dtype_ = params_.empty() ? reduce_dtype : params_.front()->compute_dtype();
   for (auto& p : params_) {
     DTR_CHECK(p->compute_dtype() == compute_dtype_,
@@ -48,6 +53,11 @@ void FSDPParamGroup::issue_all_gather() {
   DTR_CHECK(!offload_ || params_.front()->sharded().device().is_cpu(),
             "fully_shard: with offload_policy the shards of '{}' must live on the CPU, found {} (materialise a "
             "meta model with to_empty(Device::cpu()))", params_.front()->fqn(), params_.front()->sharded().device());
+  // Shards replaced since fully_shard (to_empty, a new tensor) are pinned in place,
+  // keeping the handles an optimizer holds; a no-op for pinned ones.
+  if (copies_host_async()) {
+    for (auto& p : params_) p->sharded().storage().pin();
+  }
   const int64_t k = shard_size();
   TensorOptions options{.dtype = compute_dtype_, .device = dev, .tag = MemoryTag::comm_buffer};
   if (post_forward_piece_.defined()) {  // after reshard(keep_piece): gather over the k ranks only
@@ -209,6 +219,11 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
   }
   MemoryTagGuard tag(MemoryTag::grad);
   DTR_PROFILE_SCOPE("fsdp", "reduce_scatter copy_out");
+  if (copies_host_async()) {
+    copy_out_pinned(reduced);
+    reduce_scatter_ = {};
+    return;
+  }
   // Each shard's rows of the reduced buffer, cast to the shard's dtype, into a new
   // tensor (one launch on CUDA), then scaled and accumulated per parameter.
   std::vector<CopyJob> copy_out;
@@ -229,6 +244,56 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
     shard.set_grad(shard.grad().defined() ? add(shard.grad(), locals[i]) : locals[i]);
   }
   reduce_scatter_ = {};
+}
+
+// Each shard's rows of the reduced buffer, cast to the shard's dtype (one launch)
+// and scaled on the device: the values the pageable path computes on the host.
+// They go into a new pinned .grad without waiting. Accumulating into an existing
+// .grad sums on the host, so that copy waits (after any earlier copy into .grad).
+// The device buffers are freed on the stream the copies are queued on, so they
+// are not reused before the copies read them.
+void FSDPParamGroup::copy_out_pinned(const Tensor& reduced) {
+#ifdef DTR_WITH_CUDA
+  std::vector<CopyJob> casts;
+  std::vector<Tensor> rows(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor shard = params_[i]->sharded();
+    if (!shard.requires_grad()) continue;
+    rows[i] = reduced.narrow(0, params_[i]->flat_offset(), params_[i]->local_rows() * params_[i]->row_numel())
+                  .view(shard.sizes());
+    if (rows[i].dtype() != shard.dtype()) {
+      Tensor cast = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .device = reduced.device()});
+      casts.push_back({cast, rows[i]});
+      rows[i] = cast;
+    }
+  }
+  copy_batch(casts);
+  bool waited = false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!rows[i].defined()) continue;
+    if (post_divide_ != 1.0) mul_(rows[i], Scalar(1.0 / post_divide_));
+    Tensor shard = params_[i]->sharded();
+    Tensor grad = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .pin_memory = true});
+    if (shard.grad().defined()) {
+      if (!waited) wait_for_host_copies();
+      waited = true;
+      grad.copy_(rows[i]);
+      add_(grad, shard.grad());
+    } else {
+      cuda::copy_to_host_async(grad, rows[i]);
+    }
+    shard.set_grad(grad);
+  }
+#else
+  (void)reduced;
+  DTR_INTERNAL_ASSERT(false, "pinned CPU offload without the CUDA backend");
+#endif
+}
+
+void FSDPParamGroup::wait_for_host_copies() {
+#ifdef DTR_WITH_CUDA
+  if (copies_host_async()) cuda::synchronize(cuda::current_device());
+#endif
 }
 
 }  // namespace dtr::fsdp

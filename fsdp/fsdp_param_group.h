@@ -12,6 +12,11 @@
 // the copy-in), the reduce-scatter in the reduce dtype, and the result is cast to
 // the shards' dtype. HSDP (2-D mesh): both run over the shard group (the mesh's
 // last dim), then the reduced shard is all-reduced over the replicate group.
+//
+// CPU offload: shards and their .grad live in host memory. With pinned memory
+// the copy-in reads the shards without waiting, and the reduced gradients are
+// cast and scaled on the device and copied into new pinned .grad tensors without
+// waiting; wait_for_host_copies (finish_backward) waits for both.
 #pragma once
 
 #include "fsdp/fsdp_param.h"
@@ -28,9 +33,10 @@ class FSDPParamGroup {
  public:
   // With `offload`, the shards live in host memory and the group computes on the
   // current CUDA device: shards are copied in for the all-gather, and reduced
-  // gradients copied back to the shards' .grad on the CPU.
+  // gradients copied back to the shards' .grad on the CPU; with `pin_memory` both
+  // in pinned memory, copied asynchronously.
   FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, DType reduce_dtype,
-                 bool offload = false);
+                 bool offload = false, bool pin_memory = false);
 
   bool empty() const { return params_.empty(); }
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }
@@ -66,6 +72,13 @@ class FSDPParamGroup {
   void set_requires_all_reduce(bool on) { requires_all_reduce_ = on; }
   bool has_pending_reduce_scatter() const { return reduce_scatter_.work != nullptr; }
 
+  // Pinned CPU offload: host<->device copies of the shards and gradients are
+  // queued without waiting.
+  bool copies_host_async() const { return offload_ && pin_memory_; }
+  // Waits for them (a synchronize of the device, so for every group's at once):
+  // afterwards the .grad tensors hold their values and the shards may be written.
+  void wait_for_host_copies();
+
  private:
   struct Pending {
     mesh::WorkPtr work;
@@ -73,6 +86,7 @@ class FSDPParamGroup {
     Tensor output;
   };
   Device device() const;  // where the group computes and communicates
+  void copy_out_pinned(const Tensor& reduced);  // reduced rows into pinned .grad
   int64_t shard_size() const { return mesh_.size(mesh_.ndim() - 1); }
   const mesh::ProcessGroupPtr& shard_group() const { return mesh_.group(mesh_.ndim() - 1); }
 
@@ -82,6 +96,7 @@ class FSDPParamGroup {
   DType compute_dtype_;
   DType reduce_dtype_;
   bool offload_ = false;
+  bool pin_memory_ = false;
   bool requires_all_reduce_ = true;
   double post_divide_ = 1.0;   // applied after the reduction (f16: the part not applied before)
   mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter

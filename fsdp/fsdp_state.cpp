@@ -157,6 +157,12 @@ void FSDPState::finish_backward() {
   if (is_last_backward) {
     for (FSDPState* s : context_->states) s->group().wait_for_reduce_scatter();
     context_->last_reduce_scatter = nullptr;
+    // Pinned CPU offload: the gradients' copies to the host and the all-gathers'
+    // reads of the shards were queued without waiting; the optimizer reads the
+    // one and writes the other next. One wait covers every group (one device).
+    auto offloaded = std::find_if(context_->states.begin(), context_->states.end(),
+                                  [](FSDPState* s) { return s->group().copies_host_async(); });
+    if (offloaded != context_->states.end()) (*offloaded)->group().wait_for_host_copies();
   }
   context_->backward_queued = false;
 }

@@ -15,7 +15,9 @@
 //                      reduce-scatter first, which bounds memory), reshard;
 //   end of backward    (queued by the first pre-backward) post-backward for the
 //                      groups that got no gradient, so every rank issues the same
-//                      collectives; wait for the last reduce-scatters; reshard.
+//                      collectives; wait for the last reduce-scatters (and,
+//                      with pinned CPU offload, for the asynchronous host
+//                      copies); reshard.
 #pragma once
 
 #include "fsdp/fsdp_param_group.h"

@@ -117,6 +117,7 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
 #endif
     offload = type == DeviceType::cuda;
   }
+  const bool pin = offload && options.offload_policy.pin_memory;
   if (!options.mesh.defined()) options.mesh = default_mesh(type);
   check_options(options, what, type);
   const auto& mp = options.mp_policy;
@@ -129,13 +130,13 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
                 placement->to_string(), found[i].first);
     }
     const DType compute = mp.param_dtype && is_floating(tensors[i].dtype()) ? *mp.param_dtype : tensors[i].dtype();
-    params.push_back(
-        std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh, compute, offload));
+    params.push_back(std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh, compute,
+                                                 offload, pin));
   }
   // Gradients are reduced in reduce_dtype, else in the compute dtype (as FSDP2).
   const DType compute = params.empty() ? DType::f32 : params.front()->compute_dtype();
-  auto group =
-      std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, mp.reduce_dtype.value_or(compute), offload);
+  auto group = std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, mp.reduce_dtype.value_or(compute),
+                                                offload, pin);
   if (options.reshard_after_forward && std::holds_alternative<int>(*options.reshard_after_forward)) {
     const int k = std::get<int>(*options.reshard_after_forward);
     const int n = static_cast<int>(options.mesh.size(options.mesh.ndim() - 1));
@@ -158,9 +159,16 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
 bool is_fully_sharded(const nn::Module& module) { return find_state(module) != nullptr; }
 
 void reshard_all(nn::Module& module) {
+  FSDPParamGroup* pinned = nullptr;
   for (auto& [path, m] : module.named_modules()) {
-    if (auto state = find_state(*m)) state->reshard();
+    if (auto state = find_state(*m)) {
+      state->reshard();
+      if (state->group().copies_host_async()) pinned = &state->group();
+    }
   }
+  // Pinned CPU offload: the caller (a state dict, a checkpoint) reads or writes
+  // the shards next, so queued copies of them finish first.
+  if (pinned) pinned->wait_for_host_copies();
 }
 
 FSDPModule fsdp_module(nn::Module& module) {

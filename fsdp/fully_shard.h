@@ -30,7 +30,16 @@
 // all-gather copies the shards to the current CUDA device first and each
 // reduced gradient is copied back. A meta model is offloaded when a GPU is
 // present (materialise it with to_empty(Device::cpu())). On a CPU model the
-// policy is a no-op. Host memory is pageable for now: the copies are synchronous.
+// policy is a no-op. With pin_memory (the default, as FSDP2's CPUOffloadPolicy)
+// shards and gradients are in pinned host memory and both copies run without
+// waiting, overlapping compute. Shards the user replaced (to_empty, or another
+// tensor set into the slot) are pinned in place before their next all-gather.
+// The end of the (last) backward waits for every queued copy, so the optimizer
+// then reads complete gradients and may write the shards; reshard_all (state
+// dicts, checkpoints) waits too. After a forward without backward, synchronize
+// the device before writing the shards yourself. A gradient accumulated into an
+// existing .grad is copied back waiting (the sum is taken on the host).
+// pin_memory = false: pageable memory, and every copy waits.
 #pragma once
 
 #include "dtensor/dtensor.h"
@@ -54,6 +63,7 @@ struct MixedPrecisionPolicy {
 
 struct OffloadPolicy {
   bool offload_params = false;  // shards, gradients and optimizer state in host memory
+  bool pin_memory = true;       // shards and gradients pinned: asynchronous copies
 };
 
 struct FullyShardOptions {
@@ -136,7 +146,8 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options = {});
 
 // Reshards every fully_shard module in `module`'s tree, so that every parameter
 // slot holds its shard again (after an eval forward the root keeps its unsharded
-// parameters until the next backward). State dicts and checkpoints call it.
+// parameters until the next backward), and waits for pinned CPU offload's queued
+// copies of the shards. State dicts and checkpoints call it.
 void reshard_all(nn::Module& module);
 
 // The controls of a module fully_shard was applied to (an error otherwise).

@@ -40,7 +40,7 @@ void* CudaCachingAllocator::malloc_locked(size_t size, int device) {
   }
   DTR_CUDA_CHECK(status);
   reserved_ += static_cast<int64_t>(size);
-  tracker_.set_reserved(reserved_);
+  tracker_.add_reserved(static_cast<int64_t>(size));
   return ptr;
 }
 
@@ -135,10 +135,10 @@ void CudaCachingAllocator::release_free_blocks_locked(int device) {
     for (auto& [size, block] : pool) {
       DTR_CUDA_CHECK(cudaFree(block.ptr));
       reserved_ -= static_cast<int64_t>(size);
+      tracker_.add_reserved(-static_cast<int64_t>(size));
     }
     pool.clear();
   }
-  tracker_.set_reserved(reserved_);
 }
 
 void CudaCachingAllocator::empty_cache() {

@@ -1,6 +1,9 @@
 #include "dtensor/cuda/cuda_copy.h"
 
+#include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/cuda/cuda_runtime.h"
+#include "dtensor/cuda/pinned_allocator.h"
 #include "dtensor/factory.h"
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/cuda_check.h"
@@ -32,7 +35,71 @@ void memcpy_sync(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind,
   DTR_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// Host -> device from a contiguous pinned source, not waiting: straight into dst
+// when it is contiguous of the source's dtype, else into a device buffer that is
+// then converted / scattered on the device (same stream, so also not waiting).
+void copy_from_pinned(const Tensor& dst, const Tensor& src) {
+  const int device = dst.device().index;
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
+  Tensor landing = direct ? dst : empty(src.sizes(), {.dtype = src.dtype(), .device = dst.device()});
+  DTR_CUDA_CHECK(
+      cudaMemcpyAsync(landing.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyHostToDevice, stream));
+  // Before `src` can be freed: its block is not reused until this stream passes the copy.
+  PinnedHostAllocator::instance().record_stream(src.storage().data(), device, stream);
+  if (!direct) copy_on_device(dst, landing);
+}
+
 }  // namespace
+
+void copy_to_device_async(const Tensor& dst, const Tensor& src) {
+  DTR_CHECK(dst.defined() && src.defined(), "copy_to_device_async: a tensor is undefined");
+  DTR_CHECK(dst.device().is_cuda(), "copy_to_device_async: expected a destination on a GPU, found one on {}",
+            dst.device());
+  DTR_CHECK(src.device().is_cpu() && src.is_pinned(),
+            "copy_to_device_async: expected a source in pinned host memory (Tensor::pin_memory), found {}",
+            src.device().is_cpu() ? std::string("pageable host memory") : fmt::format("one on {}", src.device()));
+  DTR_CHECK(src.is_contiguous(), "copy_to_device_async: expected a contiguous source, found sizes {} strides {}",
+            shape_str(src.sizes()), shape_str(src.strides()));
+  DTR_CHECK(dst.sizes() == src.sizes(), "copy_to_device_async: expected the same shape, found {} -> {}",
+            shape_str(src.sizes()), shape_str(dst.sizes()));
+  DTR_CHECK(!autograd::needs_grad({&src}),
+            "copy_to_device_async: copying from a tensor that requires grad is not recorded by autograd; copy under "
+            "NoGradGuard");
+  autograd::check_inplace("copy_to_device_async", dst);
+  if (dst.numel() == 0) return;
+  autograd::NoGradGuard no_grad;
+  copy_from_pinned(dst, src);
+}
+
+void copy_to_host_async(const Tensor& dst, const Tensor& src) {
+  DTR_CHECK(dst.defined() && src.defined(), "copy_to_host_async: a tensor is undefined");
+  DTR_CHECK(src.device().is_cuda(), "copy_to_host_async: expected a source on a GPU, found one on {}",
+            src.device());
+  DTR_CHECK(dst.device().is_cpu() && dst.is_pinned(),
+            "copy_to_host_async: expected a destination in pinned host memory (Tensor::pin_memory), found {}",
+            dst.device().is_cpu() ? std::string("pageable host memory") : fmt::format("one on {}", dst.device()));
+  DTR_CHECK(dst.is_contiguous(), "copy_to_host_async: expected a contiguous destination, found sizes {} strides {}",
+            shape_str(dst.sizes()), shape_str(dst.strides()));
+  DTR_CHECK(dst.dtype() == src.dtype(), "copy_to_host_async: expected the same dtype, found {} -> {}", src.dtype(),
+            dst.dtype());
+  DTR_CHECK(dst.sizes() == src.sizes(), "copy_to_host_async: expected the same shape, found {} -> {}",
+            shape_str(src.sizes()), shape_str(dst.sizes()));
+  DTR_CHECK(!autograd::needs_grad({&src}),
+            "copy_to_host_async: copying from a tensor that requires grad is not recorded by autograd; copy under "
+            "NoGradGuard");
+  autograd::check_inplace("copy_to_host_async", dst);
+  if (dst.numel() == 0) return;
+  const int device = src.device().index;
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  autograd::NoGradGuard no_grad;
+  Tensor packed = src.contiguous();  // on the device, queued on the same stream
+  DTR_CUDA_CHECK(
+      cudaMemcpyAsync(dst.raw_data(), packed.raw_data(), packed.nbytes(), cudaMemcpyDeviceToHost, stream));
+  PinnedHostAllocator::instance().record_stream(dst.storage().data(), device, stream);
+}
 
 void copy_tensor(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
@@ -47,6 +114,13 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
     return copy_on_device(dst, landed);
   }
   if (from.is_cpu()) {  // host -> device
+    if (src.is_pinned() && src.is_contiguous()) {
+      // DMA straight from the page-locked source, then wait like every copy_ (as
+      // torch without non_blocking): the caller may overwrite the source at once.
+      copy_from_pinned(dst, src);
+      DTR_CUDA_CHECK(cudaStreamSynchronize(current_stream(to.index)));
+      return;
+    }
     Tensor host = src.to(dst.dtype()).contiguous();
     if (dst.is_contiguous()) {
       memcpy_sync(dst.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, to.index);

@@ -3,6 +3,7 @@
 #include "dtensor/allocator.h"
 #include "dtensor/error.h"
 #include "dtensor/cuda/cuda_allocator.h"
+#include "dtensor/cuda/pinned_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 
 #include <mutex>
@@ -28,7 +29,10 @@ bool is_available() { return device_count() > 0; }
 
 void init() {
   static std::once_flag once;
-  std::call_once(once, [] { set_allocator(DeviceType::cuda, &CudaCachingAllocator::instance()); });
+  std::call_once(once, [] {
+    set_allocator(DeviceType::cuda, &CudaCachingAllocator::instance());
+    set_pinned_allocator(&PinnedHostAllocator::instance());
+  });
 }
 
 int current_device() {

@@ -13,8 +13,9 @@ namespace dtr::cuda {
 
 int device_count();  // 0 when there is no driver or no GPU
 bool is_available();
-// Registers the CUDA allocator with dtr (idempotent). Tensor code calls it on the
-// first use of a cuda device, so users normally never need to.
+// Registers the CUDA allocator and the pinned host allocator with dtr
+// (idempotent). Tensor code calls it on the first use of a cuda device or of
+// pinned memory, so users normally never need to.
 void init();
 
 int current_device();

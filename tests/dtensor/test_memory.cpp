@@ -137,3 +137,24 @@ TEST_CASE("large CPU blocks are reused from the cache with exact statistics", "[
   CHECK(round_to_size_class(100, 64) == 128);
   CHECK(round_to_size_class((1 << 20) + 1, 64) == (1 << 20) + (1 << 18));
 }
+
+TEST_CASE("pin_memory without a GPU, or of a non-CPU tensor, is a clear error", "[memory]") {
+  Tensor t = from_vector<float>({1, 2, 3});
+  CHECK_FALSE(t.is_pinned());
+  CHECK_THROWS_WITH(empty({2}, {.device = Device::meta()}).pin_memory(),
+                    Catch::Contains("pin_memory: expected a CPU tensor (only host memory can be pinned), found one "
+                                    "on meta"));
+  CHECK_THROWS_WITH(empty({2}, {.device = Device::meta(), .pin_memory = true}),
+                    Catch::Contains("pin_memory applies to host memory: expected device cpu, found meta"));
+#ifdef DTR_WITH_CUDA
+  if (cuda::device_count() > 0) return;  // pinned memory itself: tests/gpu/test_cuda_pinned.cpp
+  const char* why = "pinned host memory needs a GPU: expected at least one CUDA device, found none";
+#else
+  const char* why = "pinned host memory needs the CUDA backend, which this build of dtr lacks";
+#endif
+  CHECK_THROWS_WITH(t.pin_memory(), Catch::Contains(why));
+  CHECK_THROWS_WITH(empty({2}, {.pin_memory = true}), Catch::Contains(why));
+  CHECK_THROWS_WITH(t.storage().pin(), Catch::Contains(why));
+  CHECK_FALSE(t.is_pinned());
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 3});  // a failed pin leaves the tensor as it was
+}

@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 
 using namespace dtr;
 using dtr::testing::values_of;
@@ -71,12 +72,19 @@ std::vector<double> train_reference(nn::Module& model, int steps) {
   return losses;
 }
 
-std::vector<double> train_fsdp(nn::Module& model, int steps, fsdp::FullyShardOptions options) {
-  const int n = distributed::world_size(), me = distributed::rank();
+// fully_shard on every module with parameters of its own, then on the root.
+void shard(nn::Module& model, const fsdp::FullyShardOptions& options) {
   for (auto& [path, m] : model.named_modules()) {
     if (!path.empty() && !m->named_parameters(/*recurse=*/false).empty()) fsdp::fully_shard(*m, options);
   }
   fsdp::fully_shard(model, options);
+}
+
+// Trains a sharded model; `after_backward` (if given) looks at it between
+// backward and the optimizer step.
+std::vector<double> train_sharded(nn::Module& model, int steps, const fsdp::FullyShardOptions& options,
+                                  const std::function<void(nn::Module&)>& after_backward = {}) {
+  const int n = distributed::world_size(), me = distributed::rank();
   nn::optim::AdamW opt(model.parameters(), {.lr = 1e-2});
   const int64_t local = kGlobalBatch / n;
   const Device gpu = Device::cuda(cuda::current_device());
@@ -87,6 +95,7 @@ std::vector<double> train_fsdp(nn::Module& model, int steps, fsdp::FullyShardOpt
     Tensor out = model(x);
     Tensor loss = mse(out.to(DType::f32), y.to(DType::f32));
     loss.backward();
+    if (after_backward) after_backward(model);
     opt.step();
     opt.zero_grad();
     // The mean over ranks of per-rank means is the global mean (equal slices).
@@ -95,6 +104,11 @@ std::vector<double> train_fsdp(nn::Module& model, int steps, fsdp::FullyShardOpt
     losses.push_back(values_of(global)[0]);
   }
   return losses;
+}
+
+std::vector<double> train_fsdp(nn::Module& model, int steps, const fsdp::FullyShardOptions& options) {
+  shard(model, options);
+  return train_sharded(model, steps, options);
 }
 
 // Largest |got - want| relative to the largest |want| of each parameter.
@@ -176,31 +190,18 @@ TEST_CASE("FSDP on CUDA with bf16 mixed precision tracks f32 training") {
   }
 }
 
-TEST_CASE("FSDP on CUDA with CPU offload: shards, gradients and optimizer state in host memory, same training") {
-  if (!have_gpu()) return;
-  constexpr int kSteps = 8;
-  auto reference = make_model(Device::cpu());
-  auto expected = train_reference(*reference, kSteps);
+namespace {
 
-  const Device gpu = Device::cuda(cuda::current_device());
-  auto model = make_model(gpu);
-  const int64_t gpu_param_bytes_before = memory_stats(gpu)[MemoryTag::param].current_bytes;
-  fsdp::FullyShardOptions options;
-  options.offload_policy.offload_params = true;
-  auto losses = train_fsdp(*model, kSteps, options);
-  for (size_t i = 0; i < losses.size(); ++i) {
-    INFO("step " << i);
-    CHECK(losses[i] == Approx(expected[i]).epsilon(1e-4));
-  }
-  // Between steps the GPU holds none of this model's parameters.
-  CHECK(gpu_param_bytes_before - memory_stats(gpu)[MemoryTag::param].current_bytes ==
-        reference->num_parameters() * 4);
-  auto params = model->named_parameters();
-  auto want = reference->named_parameters();
+// Trained shards of an offloaded model against this rank's rows of the reference.
+void require_offloaded_like(nn::Module& model, nn::Module& reference, bool pinned) {
+  auto params = model.named_parameters();
+  auto want = reference.named_parameters();
+  REQUIRE(params.size() == want.size());
   for (size_t i = 0; i < params.size(); ++i) {
     INFO(params[i].first);
     const Tensor& shard = params[i].second;
     CHECK(shard.device().is_cpu());
+    CHECK(shard.is_pinned() == pinned);
     REQUIRE(shard.dtensor_spec() != nullptr);
     // This rank's rows of the reference parameter.
     const ShardRange range = shard_range(want[i].second.size(0), distributed::world_size(), distributed::rank());
@@ -213,4 +214,99 @@ TEST_CASE("FSDP on CUDA with CPU offload: shards, gradients and optimizer state 
     }
     CHECK(error <= 1e-4 * scale);
   }
+}
+
+// Between backward and the step: every shard and its gradient in host memory, pinned or not.
+std::function<void(nn::Module&)> check_host_memory(bool pinned) {
+  return [pinned](nn::Module& model) {
+    for (auto& [name, p] : model.named_parameters()) {
+      INFO(name);
+      REQUIRE(p.device().is_cpu());
+      CHECK(p.is_pinned() == pinned);
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().device().is_cpu());
+      CHECK(p.grad().is_pinned() == pinned);
+    }
+  };
+}
+
+}  // namespace
+
+TEST_CASE("FSDP on CUDA with CPU offload, pinned (default) or pageable: host shards and gradients, same training") {
+  if (!have_gpu()) return;
+  constexpr int kSteps = 8;
+  auto reference = make_model(Device::cpu());
+  auto expected = train_reference(*reference, kSteps);
+
+  const Device gpu = Device::cuda(cuda::current_device());
+  for (bool pinned : {true, false}) {
+    INFO("pin_memory " << pinned);
+    auto model = make_model(gpu);
+    const int64_t gpu_param_bytes_before = memory_stats(gpu)[MemoryTag::param].current_bytes;
+    fsdp::FullyShardOptions options;
+    options.offload_policy.offload_params = true;
+    if (!pinned) options.offload_policy.pin_memory = false;
+    shard(*model, options);
+    auto losses = train_sharded(*model, kSteps, options, check_host_memory(pinned));
+    for (size_t i = 0; i < losses.size(); ++i) {
+      INFO("step " << i);
+      CHECK(losses[i] == Approx(expected[i]).epsilon(1e-4));
+    }
+    // Between steps the GPU holds none of this model's parameters.
+    CHECK(gpu_param_bytes_before - memory_stats(gpu)[MemoryTag::param].current_bytes ==
+          reference->num_parameters() * 4);
+    require_offloaded_like(*model, *reference, pinned);
+  }
+}
+
+TEST_CASE("FSDP CPU offload of a meta model: shards made on the CPU are pinned in place at the first all-gather") {
+  if (!have_gpu()) return;
+  constexpr int kSteps = 4;
+  auto reference = make_model(Device::cpu());
+  manual_seed(11);
+  reference->reset_parameters();
+  auto expected = train_reference(*reference, kSteps);
+
+  auto model = std::make_shared<nn::SimpleModel>(kIn, kHidden, kClasses, nn::LinearOptions{.device = Device::meta()});
+  fsdp::FullyShardOptions options;
+  options.offload_policy.offload_params = true;
+  shard(*model, options);
+  model->to_empty(Device::cpu());  // pageable shards, held by the optimizer below
+  manual_seed(11);
+  model->reset_parameters();
+  for (auto& [name, p] : model->named_parameters()) CHECK_FALSE(p.is_pinned());
+  auto losses = train_sharded(*model, kSteps, options, check_host_memory(true));
+  for (size_t i = 0; i < losses.size(); ++i) {
+    INFO("step " << i);
+    CHECK(losses[i] == Approx(expected[i]).epsilon(1e-4));
+  }
+  require_offloaded_like(*model, *reference, true);
+}
+
+TEST_CASE("FSDP CPU offload with bf16 compute and f16 reduction: pinned and pageable train identically") {
+  // Pinned, the shards are cast on the device after an asynchronous copy, and the
+  // reduced gradients are cast and scaled there (at 2+ ranks f16 splits the
+  // division around the reduction); pageable, on the host. Same values either way.
+  if (!have_gpu()) return;
+  constexpr int kSteps = 4;
+  auto reference = make_model(Device::cpu());
+  auto expected = train_reference(*reference, kSteps);
+  const Device gpu = Device::cuda(cuda::current_device());
+  std::vector<std::vector<double>> runs;
+  for (bool pinned : {true, false}) {
+    INFO("pin_memory " << pinned);
+    auto model = make_model(gpu);
+    fsdp::FullyShardOptions options;
+    options.mp_policy.param_dtype = DType::bf16;
+    options.mp_policy.reduce_dtype = DType::f16;
+    options.offload_policy.offload_params = true;
+    options.offload_policy.pin_memory = pinned;
+    shard(*model, options);
+    runs.push_back(train_sharded(*model, kSteps, options, check_host_memory(pinned)));
+    for (size_t i = 0; i < runs.back().size(); ++i) {
+      INFO("step " << i << ": " << runs.back()[i] << ", f32 reference " << expected[i]);
+      CHECK(std::abs(runs.back()[i] - expected[i]) <= 0.03 * std::abs(expected[i]));
+    }
+  }
+  CHECK(runs[0] == runs[1]);
 }

@@ -20,6 +20,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 using namespace dtr;
 using dtr::testing::values_of;
 
@@ -118,6 +120,44 @@ TEST_CASE("uneven and empty shards: a 7x5 weight and a bias of 3 train like the 
   if (distributed::world_size() == 4 && distributed::rank() == 3) {
     REQUIRE(model->named_parameters().back().second.numel() == 0);  // fc2.bias: 3 rows over 4 ranks
   }
+}
+
+TEST_CASE("offload_policy on a CPU model is a no-op, pinned or not: same training, nothing pinned") {
+  // Trains one model per policy; each must equal the model without a policy bit for bit.
+  auto train = [](std::optional<fsdp::OffloadPolicy> policy) {
+    manual_seed(3);
+    auto model = std::make_shared<nn::SimpleModel>(5, 7, 3, nn::LinearOptions{.dtype = DType::f64});
+    fsdp::FullyShardOptions options;
+    if (policy) options.offload_policy = *policy;
+    fsdp::fully_shard(*model, options);
+    nn::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+    const int64_t global = 12;
+    auto [begin, end] = my_rows(global);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<double> xs;
+      std::vector<int64_t> ys;
+      for (int64_t b = begin; b < end; ++b) {
+        for (int64_t f = 0; f < 5; ++f) xs.push_back(std::cos(0.5 + b * 5 + f - step));
+        ys.push_back((b + 2 * step) % 3);
+      }
+      cross_entropy((*model)(from_vector(xs, {end - begin, 5})), from_vector(ys, {end - begin})).backward();
+      for (auto& [name, p] : model->named_parameters()) {
+        INFO(name);
+        REQUIRE(p.device().is_cpu());
+        REQUIRE_FALSE(p.is_pinned());
+        REQUIRE(p.grad().defined());
+        REQUIRE_FALSE(p.grad().is_pinned());
+      }
+      opt.step();
+      opt.zero_grad();
+    }
+    std::vector<std::vector<double>> values;
+    for (auto& [name, p] : model->named_parameters()) values.push_back(values_of(full_of(p)));
+    return values;
+  };
+  const auto plain = train(std::nullopt);
+  CHECK(train(fsdp::OffloadPolicy{.offload_params = true}) == plain);  // pin_memory defaults to true
+  CHECK(train(fsdp::OffloadPolicy{.offload_params = true, .pin_memory = false}) == plain);
 }
 
 TEST_CASE("clip_grad_norm_ on sharded gradients returns the global norm and clips like one process") {
