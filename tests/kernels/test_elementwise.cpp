@@ -481,3 +481,30 @@ TEST_CASE("large tensors split across threads match the reference", "[elementwis
   CHECK(bad == 0);
   kernels::set_num_threads(saved);
 }
+
+// The op layer asks has_grad_kernel() before calling unary_grad(); the kernel's own
+// table must agree for every op, and refuse the others (and integer types) clearly.
+TEST_CASE("unary_grad covers exactly the ops has_grad_kernel names, for floating types only",
+          "[elementwise][kernels]") {
+  const int64_t n = 3, one = 1;
+  const std::vector<float> g = {1.0F, -2.0F, 0.5F}, s = {0.25F, -1.0F, 3.0F};
+  std::vector<float> out(n);
+  for (int k = 0; k <= static_cast<int>(UnaryOp::silu); ++k) {
+    const auto op = static_cast<UnaryOp>(k);
+    INFO(unary_op_name(op));
+    if (has_grad_kernel(op)) {
+      CHECK_NOTHROW(unary_grad<float>(op, 1, &n, g.data(), &one, s.data(), &one, out.data(), &one));
+    } else {
+      CHECK_THROWS_AS(unary_grad<float>(op, 1, &n, g.data(), &one, s.data(), &one, out.data(), &one),
+                      std::invalid_argument);
+    }
+  }
+  const std::vector<int32_t> gi = {1, 2, 3};
+  std::vector<int32_t> oi(n);
+  CHECK_THROWS_AS(unary_grad<int32_t>(UnaryOp::relu, 1, &n, gi.data(), &one, gi.data(), &one, oi.data(), &one),
+                  std::invalid_argument);
+  // relu's gradient passes g where the output is positive: relu'(0) = 0.
+  const std::vector<float> y = {0.0F, 2.0F, -0.0F};
+  unary_grad<float>(UnaryOp::relu, 1, &n, g.data(), &one, y.data(), &one, out.data(), &one);
+  CHECK(out == std::vector<float>{0.0F, -2.0F, 0.0F});
+}
