@@ -106,6 +106,18 @@ DTR_HOST_DEVICE C stable_sigmoid(C x) {
   return x >= C(0) ? C(1) / (C(1) + e) : e / (C(1) + e);
 }
 
+// {sigmoid(z), sigmoid(-z)} from one exp: each exactly as stable_sigmoid gives it.
+template <class C>
+struct SigmoidPair {
+  C pos, neg;
+};
+template <class C>
+DTR_HOST_DEVICE SigmoidPair<C> stable_sigmoid_pair(C z) {
+  const C e = exp_(-fabs_(z));
+  const C big = C(1) / (C(1) + e), small = e / (C(1) + e);
+  return z >= C(0) ? SigmoidPair<C>{big, small} : SigmoidPair<C>{small, big};
+}
+
 // --- unary ---
 
 struct Neg {
@@ -218,7 +230,8 @@ struct ReluGrad {  // 1 where y > 0 (relu'(0) = 0); g passes through unchanged
 struct SiluGrad {  // σ(x) (1 + x (1 - σ(x)))
   template <class C>
   DTR_HOST_DEVICE C operator()(C g, C x) const {
-    return g * (stable_sigmoid(x) * (C(1) + x * stable_sigmoid(-x)));
+    const SigmoidPair<C> s = stable_sigmoid_pair(x);
+    return g * (s.pos * (C(1) + x * s.neg));
   }
 };
 // y = x s with s = sigmoid(2u), u = k (x + c x³):
@@ -230,8 +243,8 @@ struct GeluTanhGrad {
     const C c = C(0.044715);
     const C x2 = x * x;
     const C two_u = C(2) * k * (x + c * x2 * x);
-    const C s = stable_sigmoid(two_u), one_minus_s = stable_sigmoid(-two_u);
-    return g * (s + C(2) * k * x * s * one_minus_s * (C(1) + C(3) * c * x2));
+    const SigmoidPair<C> s = stable_sigmoid_pair(two_u);  // s and 1 - s
+    return g * (s.pos + C(2) * k * x * s.pos * s.neg * (C(1) + C(3) * c * x2));
   }
 };
 // d/dx x Φ(x) = Φ(x) + x φ(x), Φ(x) = erfc(-x / sqrt2) / 2, φ(x) = exp(-x² / 2) / sqrt(2 pi).
