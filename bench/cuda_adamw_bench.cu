@@ -12,6 +12,7 @@
 // once; the memcpy row counts its read and its write. Medians of 20 runs timed with
 // events after 3 warm-up runs.
 //   cuda_adamw_bench [parameters]   (default 100M)
+#include "bench/cuda_timing.cuh"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grad_norm.h"
@@ -53,27 +54,7 @@ T* device_array(int64_t n, uint32_t seed, float lo, float hi) {
   return p;
 }
 
-template <class F>
-float median_ms(F run, cudaStream_t stream) {
-  for (int i = 0; i < 3; ++i) run();
-  cudaEvent_t start, stop;
-  DTR_CUDA_CHECK(cudaEventCreate(&start));
-  DTR_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  for (int i = 0; i < 20; ++i) {
-    DTR_CUDA_CHECK(cudaEventRecord(start, stream));
-    run();
-    DTR_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DTR_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    DTR_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  DTR_CUDA_CHECK(cudaEventDestroy(start));
-  DTR_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using dtr::bench::median_ms;
 
 double g_copy_gbps = 0;
 

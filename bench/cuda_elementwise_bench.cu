@@ -17,6 +17,7 @@
 //   add f32 / bf16 transposed (N-D)    0.634 / 0.587 ms  1270 /  686 GB/s  ( 45% /  24%)
 // bf16 gelu is bound by arithmetic, not bytes (8 erfcf/expf per thread per 16 bytes);
 // the misaligned path moves 2-4 bytes per access, and the N-D path divides in 64 bits.
+#include "bench/cuda_timing.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/scalar_types.h"
@@ -57,27 +58,7 @@ T* device_buffer(int64_t n, uint32_t seed) {
   return p;
 }
 
-template <class F>
-float median_ms(F run, cudaStream_t stream) {
-  for (int i = 0; i < 3; ++i) run();
-  cudaEvent_t start, stop;
-  DTR_CUDA_CHECK(cudaEventCreate(&start));
-  DTR_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  for (int i = 0; i < 20; ++i) {
-    DTR_CUDA_CHECK(cudaEventRecord(start, stream));
-    run();
-    DTR_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DTR_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    DTR_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  DTR_CUDA_CHECK(cudaEventDestroy(start));
-  DTR_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using dtr::bench::median_ms;
 
 double g_copy_gbps = 0;
 

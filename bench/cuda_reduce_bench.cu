@@ -27,6 +27,7 @@
 // the shared-memory copy instead of the online rescaling branch. The [2^20, 128]
 // warp case is latency-bound (one 16-byte load per lane per row, half the lanes
 // idle): several rows per warp, or 8-16 lanes per row, should fix it.
+#include "bench/cuda_timing.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/softmax.h"
@@ -75,24 +76,7 @@ T* random_buffer(int64_t n, uint32_t seed) {
 
 // Median milliseconds of fn() on `stream`.
 float median_ms(cudaStream_t stream, const std::function<void()>& fn) {
-  cudaEvent_t start, stop;
-  DTR_CUDA_CHECK(cudaEventCreate(&start));
-  DTR_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < kWarmup; ++i) fn();
-  std::vector<float> ms;
-  for (int i = 0; i < kRuns; ++i) {
-    DTR_CUDA_CHECK(cudaEventRecord(start, stream));
-    fn();
-    DTR_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DTR_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    DTR_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  DTR_CUDA_CHECK(cudaEventDestroy(start));
-  DTR_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return dtr::bench::median_ms(fn, stream, kWarmup, kRuns);
 }
 
 struct Row {

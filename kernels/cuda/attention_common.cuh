@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/acc_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/scalar_types.h"
@@ -40,16 +41,6 @@ __host__ __device__ inline int64_t first_row_seeing(const Shape& s, int64_t key)
   if (!s.causal) return 0;
   const int64_t t = key - (s.kv_len - s.q_len);
   return t < 0 ? 0 : (t > s.q_len ? s.q_len : t);
-}
-
-__device__ inline float exp_acc(float x) { return expf(x); }
-__device__ inline double exp_acc(double x) { return exp(x); }
-__device__ inline float log_acc(float x) { return logf(x); }
-__device__ inline double log_acc(double x) { return log(x); }
-
-template <class A>
-__device__ inline A neg_inf() {
-  return -std::numeric_limits<A>::infinity();
 }
 
 // ---------------------------------------------------------------------------------

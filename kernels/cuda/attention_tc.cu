@@ -140,8 +140,6 @@ __device__ inline float quad_sum(float x) {
   return x + __shfl_xor_sync(kFullWarpMask, x, 2);
 }
 
-__device__ inline float neg_inf_f() { return -std::numeric_limits<float>::infinity(); }
-
 struct TcForwardParams {
   const uint16_t* q;
   const uint16_t* k;
@@ -219,7 +217,7 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
   const int64_t vis1 = row1 < s.q_len ? visible_keys(s, row1) : 0;
   const int64_t vis_first = visible_keys(s, t0);
 
-  float m0 = neg_inf_f(), m1 = neg_inf_f(), l0 = 0.f, l1 = 0.f;  // per row, exp2 domain
+  float m0 = neg_inf<float>(), m1 = neg_inf<float>(), l0 = 0.f, l1 = 0.f;  // per row, exp2 domain
   float o[ND][4];
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
@@ -281,11 +279,11 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
         for (int e = 0; e < 4; ++e) {
           const int64_t key = s0 + nt * 8 + 2 * c + (e & 1);
           const bool ok = key < (e < 2 ? vis0 : vis1);
-          sc[nt][e] = ok ? sc[nt][e] * p.scale_log2 : neg_inf_f();
+          sc[nt][e] = ok ? sc[nt][e] * p.scale_log2 : neg_inf<float>();
         }
       }
     }
-    float mx0 = neg_inf_f(), mx1 = neg_inf_f();
+    float mx0 = neg_inf<float>(), mx1 = neg_inf<float>();
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       mx0 = fmaxf(mx0, fmaxf(sc[nt][0], sc[nt][1]));
@@ -293,7 +291,7 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
     }
     const float new0 = fmaxf(m0, quad_max(mx0)), new1 = fmaxf(m1, quad_max(mx1));
     // A row that has seen no key yet keeps max -inf: subtract 0 then (all its terms are 0).
-    const float base0 = new0 == neg_inf_f() ? 0.f : new0, base1 = new1 == neg_inf_f() ? 0.f : new1;
+    const float base0 = new0 == neg_inf<float>() ? 0.f : new0, base1 = new1 == neg_inf<float>() ? 0.f : new1;
     const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
     m0 = new0;
     m1 = new1;
@@ -338,8 +336,8 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
   const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;  // no key: 0
   store_rows<T, ND>(p.out + bh * s.q_len * kD, row0, s.q_len, kD, o, inv0, inv1, c);
   if (c == 0) {
-    if (row0 < s.q_len) p.lse[bh * s.q_len + row0] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : neg_inf_f();
-    if (row1 < s.q_len) p.lse[bh * s.q_len + row1] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : neg_inf_f();
+    if (row0 < s.q_len) p.lse[bh * s.q_len + row0] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : neg_inf<float>();
+    if (row1 < s.q_len) p.lse[bh * s.q_len + row1] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : neg_inf<float>();
   }
 }
 

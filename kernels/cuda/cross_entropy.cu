@@ -1,5 +1,6 @@
 #include "kernels/cuda/cross_entropy.h"
 
+#include "kernels/cuda/acc_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 
@@ -14,16 +15,6 @@ namespace {
 constexpr int kMaxThreads = 512;   // per row (block)
 constexpr int kMeanThreads = 1024;
 constexpr int64_t kMaxGrid = int64_t{1} << 30;
-
-__device__ inline float exp_acc(float x) { return expf(x); }
-__device__ inline double exp_acc(double x) { return exp(x); }
-__device__ inline float log_acc(float x) { return logf(x); }
-__device__ inline double log_acc(double x) { return log(x); }
-
-template <class A>
-__device__ inline A neg_inf() {
-  return -std::numeric_limits<A>::infinity();
-}
 
 template <class A>
 struct Plus {

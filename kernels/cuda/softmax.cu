@@ -1,5 +1,6 @@
 #include "kernels/cuda/softmax.h"
 
+#include "kernels/cuda/acc_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/scalar_types.h"
@@ -24,16 +25,6 @@ inline constexpr int kBlockMaxVecs = kVec<T> * 8 <= 32 ? 8 : 32 / kVec<T>;
 // Rows longer than the register cache are held in shared memory up to this size.
 constexpr int kMaxRowCacheBytes = 110 * 1024;  // two blocks per H100 multiprocessor
 constexpr int64_t kMaxGrid = int64_t{1} << 30;
-
-__device__ inline float exp_acc(float x) { return expf(x); }
-__device__ inline double exp_acc(double x) { return exp(x); }
-__device__ inline float log_acc(float x) { return logf(x); }
-__device__ inline double log_acc(double x) { return log(x); }
-
-template <class A>
-__device__ inline A neg_inf() {
-  return -std::numeric_limits<A>::infinity();
-}
 
 // max that propagates NaN (a NaN anywhere makes the row's max NaN).
 template <class A>
