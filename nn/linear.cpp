@@ -11,7 +11,11 @@
 namespace dtr::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
-    : in_(in_features), out_(out_features), bias_(options.bias), init_std_(options.init_std) {
+    : in_(in_features),
+      out_(out_features),
+      bias_(options.bias),
+      init_std_(options.init_std),
+      activation_(options.activation) {
   DTR_CHECK(in_features > 0 && out_features > 0,
             "Linear: in_features and out_features must be positive, got {} and {}", in_features,
             out_features);
@@ -41,7 +45,7 @@ Tensor Linear::forward(const Tensor& input) {
   DTR_CHECK(input.dim() >= 1 && input.size(-1) == in,
             "Linear: expected input with last dim {} (in_features{}), got shape {}", in,
             in == in_ ? "" : ", this rank's share", shape_str(input.sizes()));
-  return linear(input, weight, bias_ ? parameter("bias") : Tensor());
+  return linear(input, weight, bias_ ? parameter("bias") : Tensor(), activation_);
 }
 
 }  // namespace dtr::nn

@@ -1,9 +1,12 @@
-// Linear: y = x · Wᵀ + b over the last dim of x (any leading dims).
-// weight is [out_features, in_features]; bias is [out_features] (optional).
+// Linear: y = x · Wᵀ + b over the last dim of x (any leading dims), optionally
+// followed by an activation computed in the same pass (GELU, as GPT-2's feed-forward
+// has it): y = gelu(x · Wᵀ + b). weight is [out_features, in_features]; bias is
+// [out_features] (optional).
 // Initialisation: by default PyTorch's (W and b uniform on ±1/sqrt(in_features));
 // with init_std > 0, W ~ normal(0, init_std) and b = 0 (the transformer init).
 #pragma once
 
+#include "dtensor/ops/matmul.h"
 #include "nn/module.h"
 
 namespace dtr::nn {
@@ -13,6 +16,7 @@ struct LinearOptions {
   double init_std = 0;  // > 0: normal(0, init_std) weights and zero bias
   DType dtype = DType::f32;
   Device device = Device::cpu();
+  LinearActivation activation = LinearActivation::none;  // applied to x · Wᵀ + b
 };
 
 class Linear : public Module {
@@ -22,6 +26,7 @@ class Linear : public Module {
   Tensor forward(const Tensor& input) override;
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  LinearActivation activation() const { return activation_; }
 
  protected:
   void reset_own_parameters() override;
@@ -30,6 +35,7 @@ class Linear : public Module {
   int64_t in_, out_;
   bool bias_;
   double init_std_;
+  LinearActivation activation_;
 };
 
 }  // namespace dtr::nn

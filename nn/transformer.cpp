@@ -91,7 +91,10 @@ Tensor Attention::forward(const Tensor& x) {
 
 FeedForward::FeedForward(const TransformerConfig& c) : style_(c.style) {
   const int64_t h = c.hidden();
-  up_ = register_module("up", std::make_shared<Linear>(c.dim, h, linear_options(c, kInitStd)));
+  LinearOptions up_options = linear_options(c, kInitStd);
+  // GPT-2's GELU runs in the up projection's GEMM epilogue.
+  if (style_ == TransformerStyle::gpt2) up_options.activation = LinearActivation::gelu_tanh;
+  up_ = register_module("up", std::make_shared<Linear>(c.dim, h, up_options));
   if (style_ == TransformerStyle::llama) {
     gate_ = register_module("gate", std::make_shared<Linear>(c.dim, h, linear_options(c, kInitStd)));
   }
@@ -100,7 +103,7 @@ FeedForward::FeedForward(const TransformerConfig& c) : style_(c.style) {
 
 Tensor FeedForward::forward(const Tensor& x) {
   if (style_ == TransformerStyle::llama) return (*down_)(silu((*gate_)(x)) * (*up_)(x));  // SwiGLU
-  return (*down_)(gelu((*up_)(x), GeluApproximation::tanh));
+  return (*down_)((*up_)(x));  // up applies GELU (tanh form)
 }
 
 TransformerBlock::TransformerBlock(const TransformerConfig& c) {

@@ -6,8 +6,9 @@
 #include "dtensor/ops/matmul.h"
 
 #include "dtensor/autograd/grad_mode.h"
-#include "dtensor/ops/elementwise.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/elementwise_backward.h"
 #include "dtensor/ops/matmul_backward.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/gemm.h"
@@ -77,7 +78,8 @@ std::optional<int64_t> merged_stride(const Shape& sizes, const Shape& strides, s
 template <class T>
 void gemm_batched_on(Device device, int64_t batch, Transpose ta, Transpose tb, int64_t m, int64_t n,
                      int64_t k, Scalar alpha, const T* a, int64_t lda, int64_t stride_a, const T* b,
-                     int64_t ldb, int64_t stride_b, Scalar beta, T* c, int64_t ldc, int64_t stride_c) {
+                     int64_t ldb, int64_t stride_b, Scalar beta, T* c, int64_t ldc, int64_t stride_c,
+                     const kernels::GemmEpilogue<T>& epilogue = {}) {
 #ifdef DTR_WITH_CUDA
   if (device.is_cuda()) {
     if constexpr (std::is_same_v<T, double>) {
@@ -86,14 +88,14 @@ void gemm_batched_on(Device device, int64_t batch, Transpose ta, Transpose tb, i
       cuda::DeviceGuard guard(device.index);
       kernels::cuda::gemm_batched<T>(batch, ta, tb, m, n, k, alpha.to<float>(), a, lda, stride_a, b,
                                      ldb, stride_b, beta.to<float>(), c, ldc, stride_c,
-                                     cuda::current_stream(device.index));
+                                     cuda::current_stream(device.index), epilogue);
     }
     return;
   }
 #endif
   DTR_INTERNAL_ASSERT(device.is_cpu(), "GEMM on {}", device);
   kernels::cpu::gemm_batched<T>(batch, ta, tb, m, n, k, alpha.to<acc_t<T>>(), a, lda, stride_a, b,
-                                ldb, stride_b, beta.to<acc_t<T>>(), c, ldc, stride_c);
+                                ldb, stride_b, beta.to<acc_t<T>>(), c, ldc, stride_c, epilogue);
 }
 
 // out[batch..., m, n] = alpha * a[batch..., m, k] . b[batch..., k, n] + beta * out, where
@@ -261,6 +263,72 @@ Tensor compute_addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar b
   return out;
 }
 
+// x's rows as one [rows, k] matrix: a view when x's leading dims merge and its last
+// dim is unit-stride, else a contiguous copy.
+Tensor rows_of(const Tensor& x) {
+  const int64_t k = x.size(-1);
+  if (x.dim() == 1) return x.unsqueeze(0);
+  const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  if (k <= 1 || x.stride(-1) == 1) {
+    if (auto row_stride = merged_stride(x.sizes(), x.strides(), 0, static_cast<size_t>(x.dim()) - 1)) {
+      return x.as_strided({rows, k}, {rows <= 1 ? std::max<int64_t>(k, 1) : *row_stride, 1}, x.storage_offset());
+    }
+  }
+  return x.contiguous().view({rows, k});
+}
+
+kernels::GemmActivation gemm_activation(LinearActivation activation) {
+  switch (activation) {
+    case LinearActivation::gelu_tanh: return kernels::GemmActivation::gelu_tanh;
+    case LinearActivation::gelu_erf: return kernels::GemmActivation::gelu_erf;
+    default: return kernels::GemmActivation::none;
+  }
+}
+
+struct LinearResult {
+  Tensor out;  // [..., out_features]
+  Tensor pre;  // the pre-activation, of out's shape; undefined without an activation
+};
+
+// act(x . weight^T + bias) in one GEMM with the bias and activation in its epilogue.
+LinearResult compute_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            LinearActivation activation) {
+  constexpr std::string_view op = "linear";
+  DTR_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got {}",
+            weight.defined() ? shape_str(weight.sizes()) : "undefined");
+  DTR_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
+            "linear: input's last dim must be in_features {}, got input {}", weight.size(1),
+            x.defined() ? shape_str(x.sizes()) : "undefined");
+  DTR_CHECK(!bias.defined() || bias.sizes() == Shape{weight.size(0)},
+            "linear: bias must be [{}], got {}", weight.size(0), bias.defined() ? shape_str(bias.sizes()) : "");
+  if (bias.defined()) {
+    check_operands(op, {&x, &weight, &bias});
+  } else {
+    check_operands(op, {&x, &weight});
+  }
+  const int64_t out_features = weight.size(0), k = weight.size(1);
+  Shape shape(x.sizes().begin(), x.sizes().end() - 1);
+  shape.push_back(out_features);
+  const TensorOptions options = result_options(x);
+  LinearResult r{empty(shape, options), {}};
+  if (activation != LinearActivation::none) r.pre = empty(shape, options);
+  if (r.out.device().is_meta() || r.out.numel() == 0) return r;  // k == 0 still gives act(bias)
+  const Tensor x_rows = rows_of(x);
+  const int64_t rows = x_rows.size(0);
+  auto [a, la] = kernel_operand(x_rows);
+  auto [b, lb] = kernel_operand(weight.t());
+  const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const kernels::GemmEpilogue<T> epilogue{.bias = bias_c.defined() ? bias_c.data<T>() : nullptr,
+                                            .activation = gemm_activation(activation),
+                                            .pre = r.pre.defined() ? r.pre.data<T>() : nullptr};
+    gemm_batched_on<T>(x.device(), 1, la.trans, lb.trans, rows, out_features, k, 1, a.data<T>(), la.ld, 0,
+                       b.data<T>(), lb.ld, 0, 0, r.out.data<T>(), out_features, 0, epilogue);
+  });
+  return r;
+}
+
 }  // namespace
 
 namespace {
@@ -298,16 +366,22 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta, Sca
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  DTR_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got {}",
-            weight.defined() ? shape_str(weight.sizes()) : "undefined");
-  DTR_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1),
-            "linear: input's last dim must be in_features {}, got input {}", weight.size(1),
-            x.defined() ? shape_str(x.sizes()) : "undefined");
-  DTR_CHECK(!bias.defined() || bias.sizes() == Shape{weight.size(0)},
-            "linear: bias must be [{}], got {}", weight.size(0), bias.defined() ? shape_str(bias.sizes()) : "");
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearActivation activation) {
+  LinearResult r;
+  {
+    NoGradGuard no_grad;
+    r = compute_linear(x, weight, bias, activation);
+  }
+  if (activation == LinearActivation::none) {
+    ops::record_linear_backward(x, weight, bias, r.out);
+    return r.out;
+  }
+  // Two nodes: the product's, then the activation's on the saved pre-activation.
+  ops::record_linear_backward(x, weight, bias, r.pre);
+  ops::record_unary_grad(activation == LinearActivation::gelu_tanh ? kernels::UnaryOp::gelu_tanh
+                                                                   : kernels::UnaryOp::gelu_erf,
+                         r.pre, r.out);
+  return r.out;
 }
 
 }  // namespace dtr

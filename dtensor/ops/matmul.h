@@ -30,9 +30,19 @@ namespace dtr {
 // Both operands need at least one dim.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// An activation linear applies to its result in the same pass over it.
+enum class LinearActivation { none, gelu_tanh, gelu_erf };
+
 // torch.nn.functional.linear: x . weight^T + bias over x's last dim, for x of any
-// rank >= 1, weight [out, in] and bias [out] (optional: undefined for none).
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// rank >= 1, weight [out, in] and bias [out] (optional: undefined for none), then
+// the activation, if any: gelu(linear(x, weight, bias)) with the tanh or the erf form.
+// One GEMM computes it all: the bias and the activation are its epilogue
+// (kernels/gemm_epilogue.h), applied before the result is rounded to a 16-bit dtype
+// (the activation reads the rounded pre-activation, which the backward keeps).
+// Gradients: x's is g . weight, weight's g^T . x (contiguous, [out, in]), bias's g
+// summed over the rows, with g first multiplied by gelu' of the pre-activation.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              LinearActivation activation = LinearActivation::none);
 
 // [m, k] . [k, n] -> [m, n]; both operands exactly 2-D (no broadcasting).
 Tensor mm(const Tensor& a, const Tensor& b);

@@ -1,4 +1,4 @@
-// Backward of matmul, mm, bmm and addmm. For out = a . b with upstream gradient g:
+// Backward of matmul, mm, bmm, addmm and linear. For out = a . b with upstream gradient g:
 //   grad_a = g . b^T,  grad_b = a^T . g
 // (transposes of the last two dims), summed back over the batch dims an operand
 // was broadcast along (autograd::sum_to) and reshaped to the operand's shape, so
@@ -10,6 +10,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/matmul.h"
+#include "dtensor/ops/reduce.h"
 
 #include <memory>
 #include <string>
@@ -132,6 +133,44 @@ class AddmmBackward final : public autograd::Node {
   SavedTensor a_, b_;
 };
 
+// out = x . weight^T + bias, x [..., in], weight [out, in], bias [out] or none; with
+// g2 and x2 the rows of g and x: grad_x = g . weight, grad_weight = g2^T . x2 (made
+// contiguous [out, in] by the GEMM, no transposed copy), grad_bias = g2 summed over rows.
+class LinearBackward final : public autograd::Node {
+ public:
+  LinearBackward(const Tensor& x, const Tensor& weight, bool has_bias, bool need_x, bool need_weight)
+      : x_shape_(x.sizes()), has_bias_(has_bias), x_(save_if(need_weight, x)), weight_(save_if(need_x, weight)) {}
+
+  std::string name() const override { return "LinearBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const Tensor& g = grads[0];
+    const int64_t out_features = g.size(-1);
+    const int64_t rows = numel_of(Shape(g.sizes().begin(), g.sizes().end() - 1));  // also when out_features == 0
+    std::vector<Tensor> out(has_bias_ ? 3 : 2);
+    if (needs_input_grad(0)) out[0] = matmul(g, weight_.unpack(*this)).reshape(x_shape_);
+    if (needs_input_grad(1) || (has_bias_ && needs_input_grad(2))) {
+      const Tensor g2 = g.reshape({rows, out_features});
+      if (needs_input_grad(1)) {
+        const Tensor x = x_.unpack(*this);
+        out[1] = mm(g2.t(), x.reshape({rows, x.size(-1)}));
+      }
+      if (has_bias_ && needs_input_grad(2)) out[2] = sum(g2, {0});
+    }
+    return out;
+  }
+
+  void release_saved() override {
+    x_.release();
+    weight_.release();
+  }
+
+ private:
+  Shape x_shape_;
+  bool has_bias_;
+  SavedTensor x_, weight_;
+};
+
 void record_product(const char* name, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (!autograd::needs_grad({&a, &b})) return;
   auto node = std::make_shared<MatmulBackward>(name, a, b, autograd::needs_grad({&a}),
@@ -151,6 +190,17 @@ void record_mm_backward(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 void record_bmm_backward(const Tensor& a, const Tensor& b, const Tensor& out) {
   record_product("BmmBackward", a, b, out);
+}
+
+void record_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  if (!autograd::needs_grad({&x, &weight, &bias})) return;
+  auto node = std::make_shared<LinearBackward>(x, weight, bias.defined(), autograd::needs_grad({&x}),
+                                               autograd::needs_grad({&weight}));
+  if (bias.defined()) {
+    autograd::set_history(node, {&x, &weight, &bias}, {&out});
+  } else {
+    autograd::set_history(node, {&x, &weight}, {&out});
+  }
 }
 
 void record_addmm_backward(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta,

@@ -16,6 +16,8 @@ void record_matmul_backward(const Tensor& a, const Tensor& b, const Tensor& out)
 void record_mm_backward(const Tensor& a, const Tensor& b, const Tensor& out);
 // out = bmm(a, b).
 void record_bmm_backward(const Tensor& a, const Tensor& b, const Tensor& out);
+// out = x . weight^T + bias over x's last dim (bias may be undefined).
+void record_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out);
 // out = beta * c + alpha * mm(a, b), c broadcast to out's shape.
 void record_addmm_backward(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta,
                            Scalar alpha, const Tensor& out);

@@ -53,6 +53,7 @@ struct Problem {
   int64_t ldb;
   T* c;
   int64_t ldc;
+  GemmEpilogue<T> epilogue;  // pre, when set, has C's leading dim
 
   int64_t macs() const { return m * n * std::max<int64_t>(k, 1); }
 
@@ -62,6 +63,7 @@ struct Problem {
     p.m = end - begin;
     p.a += begin * (trans_a == Transpose::no ? lda : 1);
     p.c += begin * ldc;
+    if (p.epilogue.pre) p.epilogue.pre += begin * ldc;
     return p;
   }
   // Columns [begin, end) of C: all of op(A), the same columns of op(B).
@@ -70,6 +72,8 @@ struct Problem {
     p.n = end - begin;
     p.b += begin * (trans_b == Transpose::no ? 1 : ldb);
     p.c += begin;
+    if (p.epilogue.bias) p.epilogue.bias += begin;
+    if (p.epilogue.pre) p.epilogue.pre += begin;
     return p;
   }
 };
@@ -94,9 +98,25 @@ void scale(MatrixMap<T> c, T beta) {
   }
 }
 
-// float / double on the calling thread.
+// C[i, :] = act(C[i, :] + bias) for float / double, whose product is already rounded.
 template <class T>
-void run_native(const Problem<T>& p) {
+void apply_epilogue(const Problem<T>& p) {
+  const GemmEpilogue<T>& e = p.epilogue;
+  if (e.trivial()) return;
+  for (int64_t i = 0; i < p.m; ++i) {
+    T* c = p.c + i * p.ldc;
+    T* pre = e.pre ? e.pre + i * p.ldc : nullptr;
+    for (int64_t j = 0; j < p.n; ++j) {
+      const T v = e.bias ? c[j] + e.bias[j] : c[j];
+      if (pre) pre[j] = v;
+      c[j] = apply_gemm_activation(e.activation, v);
+    }
+  }
+}
+
+// The product of float / double on the calling thread, before the epilogue.
+template <class T>
+void run_product(const Problem<T>& p) {
   MatrixMap<T> c(p.c, p.m, p.n, Eigen::OuterStride<>(p.ldc));
   if (p.alpha == T(0) || p.k == 0) {
     scale<T>(c, p.beta);
@@ -114,6 +134,12 @@ void run_native(const Problem<T>& p) {
   });
 }
 
+template <class T>
+void run_native(const Problem<T>& p) {
+  run_product(p);
+  apply_epilogue(p);
+}
+
 // Copies rows x cols of a stored row-major matrix (row stride ld) into a dense float buffer.
 template <class T>
 void load_block(const T* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
@@ -125,7 +151,8 @@ void load_block(const T* src, int64_t ld, int64_t rows, int64_t cols, float* dst
 }
 
 // bf16 / f16 on the calling thread: per C tile, accumulate op(A) . op(B) in a
-// float buffer over all of k, then C = round(alpha * acc + beta * C) once.
+// float buffer over all of k, then C = round(alpha * acc + beta * C + bias) once
+// (and the activation of that).
 template <class T>
 void run_half(const Problem<T>& p) {
   const bool product = p.alpha != 0.0f && p.k > 0;
@@ -151,7 +178,7 @@ void run_half(const Problem<T>& p) {
         } else {
           load_block(p.b + j0 * p.ldb + p0, p.ldb, nb, kb, b_buf.data());
         }
-        run_native<float>({.trans_a = p.trans_a,
+        run_product<float>({.trans_a = p.trans_a,
                            .trans_b = p.trans_b,
                            .m = mb,
                            .n = nb,
@@ -165,13 +192,22 @@ void run_half(const Problem<T>& p) {
                            .c = acc.data(),
                            .ldc = nb});
       }
+      const GemmEpilogue<T>& e = p.epilogue;
       for (int64_t i = 0; i < mb; ++i) {
         T* c = p.c + (i0 + i) * p.ldc + j0;
+        T* pre = e.pre ? e.pre + (i0 + i) * p.ldc + j0 : nullptr;
         const float* s = acc.data() + i * nb;
         for (int64_t j = 0; j < nb; ++j) {
           float v = product ? p.alpha * s[j] : 0.0f;
           if (p.beta != 0.0f) v += p.beta * static_cast<float>(c[j]);
-          c[j] = T(v);
+          if (e.bias) v += static_cast<float>(e.bias[j0 + j]);
+          const T rounded(v);
+          if (e.activation == GemmActivation::none) {
+            c[j] = rounded;
+          } else {
+            if (pre) pre[j] = rounded;
+            c[j] = T(apply_gemm_activation(e.activation, static_cast<float>(rounded)));
+          }
         }
       }
     }
@@ -224,15 +260,16 @@ void run_split(const Problem<T>& p) {
 
 template <class T>
 void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, acc_t<T> alpha,
-          const T* a, int64_t lda, const T* b, int64_t ldb, acc_t<T> beta, T* c, int64_t ldc) {
-  gemm_batched<T>(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0);
+          const T* a, int64_t lda, const T* b, int64_t ldb, acc_t<T> beta, T* c, int64_t ldc,
+          const GemmEpilogue<T>& epilogue) {
+  gemm_batched<T>(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, epilogue);
 }
 
 template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n,
                   int64_t k, acc_t<T> alpha, const T* a, int64_t lda, int64_t batch_stride_a,
                   const T* b, int64_t ldb, int64_t batch_stride_b, acc_t<T> beta, T* c, int64_t ldc,
-                  int64_t batch_stride_c) {
+                  int64_t batch_stride_c, const GemmEpilogue<T>& epilogue) {
   if (batch <= 0 || m == 0 || n == 0) return;
   const Problem<T> first{.trans_a = trans_a,
                          .trans_b = trans_b,
@@ -246,12 +283,14 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                          .b = b,
                          .ldb = ldb,
                          .c = c,
-                         .ldc = ldc};
+                         .ldc = ldc,
+                         .epilogue = epilogue.normalized()};
   auto entry = [&](int64_t i) {
     Problem<T> p = first;
     p.a += i * batch_stride_a;
     p.b += i * batch_stride_b;
     p.c += i * batch_stride_c;
+    if (p.epilogue.pre) p.epilogue.pre += i * batch_stride_c;
     return p;
   };
   // Many (or small) matrices: one thread per group of whole matrices.
@@ -268,10 +307,10 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
 
 #define DTR_INSTANTIATE_GEMM(T)                                                                   \
   template void gemm<T>(Transpose, Transpose, int64_t, int64_t, int64_t, acc_t<T>, const T*,      \
-                        int64_t, const T*, int64_t, acc_t<T>, T*, int64_t);                       \
+                        int64_t, const T*, int64_t, acc_t<T>, T*, int64_t, const GemmEpilogue<T>&); \
   template void gemm_batched<T>(int64_t, Transpose, Transpose, int64_t, int64_t, int64_t,         \
                                 acc_t<T>, const T*, int64_t, int64_t, const T*, int64_t, int64_t, \
-                                acc_t<T>, T*, int64_t, int64_t);
+                                acc_t<T>, T*, int64_t, int64_t, const GemmEpilogue<T>&);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_GEMM)
 
 }  // namespace dtr::kernels::cpu

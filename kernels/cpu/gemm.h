@@ -14,6 +14,10 @@
 // As in BLAS, beta == 0 writes C without reading it (NaN or garbage in C is ignored),
 // and alpha == 0 or k == 0 reads neither A nor B. C must not overlap A or B.
 //
+// An epilogue (kernels/gemm_epilogue.h) adds a bias row and applies an activation on
+// the way out; for bf16 and f16 before C is rounded, for float and double after the
+// product (the same arithmetic: their product is already in the element type).
+//
 // Threads: large problems use kernels::parallel_for, split across the batch when it
 // has at least num_threads() matrices, otherwise across rows (or columns) of each C.
 // The split points are fixed multiples chosen so that every element of C is summed
@@ -21,6 +25,7 @@
 // any num_threads().
 #pragma once
 
+#include "kernels/gemm_epilogue.h"
 #include "kernels/scalar_types.h"
 #include "kernels/transpose.h"
 
@@ -33,7 +38,8 @@ using kernels::Transpose;
 // One GEMM: C = alpha * op(A) . op(B) + beta * C.
 template <class T>
 void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, acc_t<T> alpha,
-          const T* a, int64_t lda, const T* b, int64_t ldb, acc_t<T> beta, T* c, int64_t ldc);
+          const T* a, int64_t lda, const T* b, int64_t ldb, acc_t<T> beta, T* c, int64_t ldc,
+          const GemmEpilogue<T>& epilogue = {});
 
 // `batch` independent GEMMs of one shape; matrix i of an operand starts at
 // pointer + i * its batch stride (in elements). A batch stride of 0 broadcasts one
@@ -42,6 +48,6 @@ template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n,
                   int64_t k, acc_t<T> alpha, const T* a, int64_t lda, int64_t batch_stride_a,
                   const T* b, int64_t ldb, int64_t batch_stride_b, acc_t<T> beta, T* c, int64_t ldc,
-                  int64_t batch_stride_c);
+                  int64_t batch_stride_c, const GemmEpilogue<T>& epilogue = {});
 
 }  // namespace dtr::kernels::cpu

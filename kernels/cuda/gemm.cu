@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_sm90.h"
 
 #include <cuda_bf16.h>
@@ -232,31 +233,6 @@ struct TileConfig {
   static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "bad tile config");
 };
 
-template <class T>
-__device__ inline void store_pair(const GemmParams<uint16_t>& p, uint16_t* crow, int col, float x0,
-                                  float x1) {
-  float v0 = p.alpha * x0;
-  float v1 = p.alpha * x1;
-  if (p.c_pairs && col + 1 < p.n) {
-    uint32_t* dst = reinterpret_cast<uint32_t*>(crow + col);
-    if (p.beta != 0.f) {
-      const uint32_t old = *dst;
-      v0 += p.beta * Mma<T>::to_float(static_cast<uint16_t>(old & 0xffffu));
-      v1 += p.beta * Mma<T>::to_float(static_cast<uint16_t>(old >> 16));
-    }
-    *dst = uint32_t{Mma<T>::from_float(v0)} | (uint32_t{Mma<T>::from_float(v1)} << 16);
-    return;
-  }
-  if (col < p.n) {
-    if (p.beta != 0.f) v0 += p.beta * Mma<T>::to_float(crow[col]);
-    crow[col] = Mma<T>::from_float(v0);
-  }
-  if (col + 1 < p.n) {
-    if (p.beta != 0.f) v1 += p.beta * Mma<T>::to_float(crow[col + 1]);
-    crow[col + 1] = Mma<T>::from_float(v1);
-  }
-}
-
 template <class Cfg, class T, Transpose TA, Transpose TB, Load LOAD>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MIN_BLOCKS)
     mma_gemm_kernel(const GemmParams<uint16_t> p) {
@@ -358,6 +334,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MIN_BLOCKS)
 
     // Epilogue: fragment (mi, ni) holds rows g and g + 8, columns 2t and 2t + 1.
     uint16_t* gc = p.c + bz * p.stride_c;
+    uint16_t* gpre = p.pre != nullptr ? p.pre + bz * p.stride_c : nullptr;
     const int g = lane >> 2;
     const int t = lane & 3;
 #pragma unroll
@@ -367,9 +344,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MIN_BLOCKS)
         const int row = m0 + wm0 + mi * 16 + g + h * 8;
         if (row >= p.m) continue;
         uint16_t* crow = gc + int64_t{row} * p.ldc;
+        uint16_t* prow = gpre != nullptr ? gpre + int64_t{row} * p.ldc : nullptr;
 #pragma unroll
         for (int ni = 0; ni < kNI; ++ni) {
-          store_pair<T>(p, crow, n0 + wn0 + ni * 8 + 2 * t, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          store_pair<Mma<T>>(p, crow, prow, n0 + wn0 + ni * 8 + 2 * t, acc[mi][ni][2 * h],
+                             acc[mi][ni][2 * h + 1]);
         }
       }
     }
@@ -440,7 +419,8 @@ template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
                   float alpha, const T* a, int64_t lda, int64_t batch_stride_a, const T* b, int64_t ldb,
                   int64_t batch_stride_b, float beta, T* c, int64_t ldc, int64_t batch_stride_c,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const GemmEpilogue<T>& epilogue_in) {
+  const GemmEpilogue<T> epilogue = epilogue_in.normalized();
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   DTR_CUDA_KERNEL_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0,
                         "gemm: negative size (m = " + std::to_string(m) + ", n = " + std::to_string(n) +
@@ -459,8 +439,10 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
   const int k_used = alpha == 0.f ? 0 : static_cast<int>(k);
 
   if constexpr (std::is_same_v<T, float>) {
-    const GemmParams<float> p{a, b, c, static_cast<int>(m), static_cast<int>(n), k_used, lda, ldb, ldc,
-                              batch_stride_a, batch_stride_b, batch_stride_c, batch, alpha, beta, false};
+    const GemmParams<float> p{a,     b,         c,          static_cast<int>(m), static_cast<int>(n),
+                              k_used, lda,      ldb,        ldc,                 batch_stride_a,
+                              batch_stride_b, batch_stride_c, batch,             alpha,
+                              beta,  false,     epilogue.bias, epilogue.pre,     epilogue.activation};
     launch_simt(trans_a, trans_b, p, stream);
     t_last_path = GemmPath::simt;
   } else {
@@ -469,7 +451,9 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                                 trans_a, trans_b,
                                 reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(b),
                                 reinterpret_cast<uint16_t*>(c), m, n, k_used, lda, ldb, ldc,
-                                batch_stride_a, batch_stride_b, batch_stride_c, batch, alpha, beta};
+                                batch_stride_a, batch_stride_b, batch_stride_c, batch, alpha, beta,
+                                reinterpret_cast<const uint16_t*>(epilogue.bias),
+                                reinterpret_cast<uint16_t*>(epilogue.pre), epilogue.activation};
       if (sm90::gemm(args, stream)) {
         t_last_path = GemmPath::wgmma;
         return;
@@ -478,11 +462,28 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
     const auto* a16 = reinterpret_cast<const uint16_t*>(a);
     const auto* b16 = reinterpret_cast<const uint16_t*>(b);
     auto* c16 = reinterpret_cast<uint16_t*>(c);
-    const bool c_pairs = reinterpret_cast<uintptr_t>(c) % 4 == 0 && ldc % 2 == 0 &&
+    const bool c_pairs = reinterpret_cast<uintptr_t>(c) % 4 == 0 &&
+                         reinterpret_cast<uintptr_t>(epilogue.pre) % 4 == 0 && ldc % 2 == 0 &&
                          (batch == 1 || batch_stride_c % 2 == 0);
-    const GemmParams<uint16_t> p{a16, b16, c16, static_cast<int>(m), static_cast<int>(n), k_used, lda, ldb,
-                                 ldc, batch_stride_a, batch_stride_b, batch_stride_c, batch, alpha, beta,
-                                 c_pairs};
+    const GemmParams<uint16_t> p{a16,
+                                 b16,
+                                 c16,
+                                 static_cast<int>(m),
+                                 static_cast<int>(n),
+                                 k_used,
+                                 lda,
+                                 ldb,
+                                 ldc,
+                                 batch_stride_a,
+                                 batch_stride_b,
+                                 batch_stride_c,
+                                 batch,
+                                 alpha,
+                                 beta,
+                                 c_pairs,
+                                 reinterpret_cast<const uint16_t*>(epilogue.bias),
+                                 reinterpret_cast<uint16_t*>(epilogue.pre),
+                                 epilogue.activation};
     // The cp.async path copies 16-byte chunks along each operand's unit-stride index.
     const bool a_vec = aligned16(a) && lda % 8 == 0 && (batch == 1 || batch_stride_a % 8 == 0) &&
                        (trans_a == Transpose::no ? k : m) % 8 == 0;
@@ -500,16 +501,17 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
 
 template <class T>
 void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
-          int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc, cudaStream_t stream) {
-  gemm_batched<T>(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, stream);
+          int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc, cudaStream_t stream,
+          const GemmEpilogue<T>& epilogue) {
+  gemm_batched<T>(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, stream, epilogue);
 }
 
 #define DTR_INSTANTIATE_GEMM(T)                                                                           \
   template void gemm<T>(Transpose, Transpose, int64_t, int64_t, int64_t, float, const T*, int64_t,          \
-                        const T*, int64_t, float, T*, int64_t, cudaStream_t);                               \
+                        const T*, int64_t, float, T*, int64_t, cudaStream_t, const GemmEpilogue<T>&);        \
   template void gemm_batched<T>(int64_t, Transpose, Transpose, int64_t, int64_t, int64_t, float, const T*, \
                                 int64_t, int64_t, const T*, int64_t, int64_t, float, T*, int64_t, int64_t, \
-                                cudaStream_t);
+                                cudaStream_t, const GemmEpilogue<T>&);
 DTR_INSTANTIATE_GEMM(float)
 DTR_INSTANTIATE_GEMM(::dtr::bf16)
 DTR_INSTANTIATE_GEMM(::dtr::f16)

@@ -25,8 +25,15 @@
 //    and alpha != 0; everything else runs on the mma.sync kernels above.
 // As in BLAS, beta == 0 writes C without reading it (NaN or garbage in C is ignored),
 // and alpha == 0 or k == 0 reads neither A nor B.
+//
+// An epilogue (kernels/gemm_epilogue.h) adds a bias row and applies an activation to
+// the f32 result before C is rounded (float: to the f32 result), in every kernel. The
+// wgmma path stores C through bulk tensor copies also with a bias and an activation;
+// when pre is wanted it stores both from registers. bias and pre need no alignment
+// beyond their element's (pre's 4-byte pair stores follow C's).
 #pragma once
 
+#include "kernels/gemm_epilogue.h"
 #include "kernels/scalar_types.h"
 #include "kernels/transpose.h"
 
@@ -50,17 +57,18 @@ bool gemm_wgmma_available();
 // tests switch it off to run the mma.sync kernels on a Hopper GPU.
 void gemm_enable_wgmma(bool enable);
 
-// One GEMM: C = alpha * op(A) . op(B) + beta * C.
+// One GEMM: C = epilogue(alpha * op(A) . op(B) + beta * C).
 template <class T>
 void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const T* a, int64_t lda, const T* b, int64_t ldb, float beta, T* c, int64_t ldc,
-          cudaStream_t stream);
+          cudaStream_t stream, const GemmEpilogue<T>& epilogue = {});
 
 // `batch` independent GEMMs of one shape (see the batch strides above).
 template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n,
                   int64_t k, float alpha, const T* a, int64_t lda, int64_t batch_stride_a,
                   const T* b, int64_t ldb, int64_t batch_stride_b, float beta, T* c,
-                  int64_t ldc, int64_t batch_stride_c, cudaStream_t stream);
+                  int64_t ldc, int64_t batch_stride_c, cudaStream_t stream,
+                  const GemmEpilogue<T>& epilogue = {});
 
 }  // namespace dtr::kernels::cuda

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/gemm_epilogue.h"
 #include "kernels/transpose.h"
 
 #include <cuda_runtime.h>
@@ -24,7 +25,11 @@ struct GemmParams {
   int64_t stride_a, stride_b, stride_c;
   int64_t batch;
   float alpha, beta;
-  bool c_pairs;  // C's pointer, ldc and batch stride allow 4-byte stores of two elements
+  bool c_pairs;  // C's (and pre's) pointer, ldc and batch stride allow 4-byte stores of two elements
+  // The epilogue (kernels/gemm_epilogue.h): pre has C's ldc and batch stride.
+  const Raw* bias;
+  Raw* pre;
+  GemmActivation act;
 };
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }

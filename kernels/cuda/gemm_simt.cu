@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kSimtThreads) simt_gemm_kernel(const GemmParam
     }
 
     float* gc = p.c + bz * p.stride_c;
+    float* gpre = p.pre != nullptr ? p.pre + bz * p.stride_c : nullptr;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
@@ -101,7 +102,9 @@ __global__ void __launch_bounds__(kSimtThreads) simt_gemm_kernel(const GemmParam
         if (col >= p.n) continue;
         float v = p.alpha * acc[i][j];
         if (p.beta != 0.f) v += p.beta * crow[col];
-        crow[col] = v;
+        if (p.bias != nullptr) v += p.bias[col];  // the epilogue (kernels/gemm_epilogue.h)
+        if (gpre != nullptr) gpre[int64_t{row} * p.ldc + col] = v;
+        crow[col] = apply_gemm_activation(p.act, v);
       }
     }
   }

@@ -23,6 +23,7 @@
 #include "kernels/cuda/cuda_check.h"
 
 #if defined(DTR_GEMM_SM90)
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_sm90_ptx.cuh"
 
 #include <cuda.h>
@@ -78,8 +79,12 @@ struct KernelParams {
   int tiles_m, tiles_n, batch;
   float alpha, beta;
   bool a_batched, b_batched;  // false: one matrix serves every batch entry
-  bool c_pairs;               // C allows 4-byte stores of two elements
-  bool c_tma;                 // beta == 0 and map_c describes C: stage tiles and store them in bulk
+  bool c_pairs;               // C (and pre) allow 4-byte stores of two elements
+  bool c_tma;                 // beta == 0, no pre, and map_c describes C: stage tiles, store them in bulk
+  // The epilogue (kernels/gemm_epilogue.h).
+  const uint16_t* bias;
+  uint16_t* pre;
+  GemmActivation act;
 };
 
 // Device helpers exist only in the sm_90a pass: elsewhere the kernel is empty and nvcc
@@ -117,30 +122,6 @@ __device__ inline void tile_of(const KernelParams& p, int t, int& m0, int& n0, i
   n0 = (in_group / group_m) * BN;
 }
 
-template <class C>
-__device__ inline void store_pair(const KernelParams& p, uint16_t* crow, int col, float x0, float x1) {
-  float v0 = p.alpha * x0;
-  float v1 = p.alpha * x1;
-  if (p.c_pairs && col + 1 < p.n) {
-    uint32_t* dst = reinterpret_cast<uint32_t*>(crow + col);
-    if (p.beta != 0.f) {
-      const uint32_t old = *dst;
-      v0 += p.beta * C::to_float(static_cast<uint16_t>(old & 0xffffu));
-      v1 += p.beta * C::to_float(static_cast<uint16_t>(old >> 16));
-    }
-    *dst = uint32_t{C::from_float(v0)} | (uint32_t{C::from_float(v1)} << 16);
-    return;
-  }
-  if (col < p.n) {
-    if (p.beta != 0.f) v0 += p.beta * C::to_float(crow[col]);
-    crow[col] = C::from_float(v0);
-  }
-  if (col + 1 < p.n) {
-    if (p.beta != 0.f) v1 += p.beta * C::to_float(crow[col + 1]);
-    crow[col + 1] = C::from_float(v1);
-  }
-}
-
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // In compilation passes other than sm_90a the kernel is empty and declares a block of 32
@@ -159,6 +140,8 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       const __grid_constant__ CUtensorMap map_c, const KernelParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using gemm_detail::add_bias;
+  using gemm_detail::finish;
   using Cfg = Tiles<BN>;
   constexpr int kStages = Cfg::kStages;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -278,10 +261,14 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
 #pragma unroll
           for (int ii = 0; ii < 16; ++ii) {
             const int i = 16 * half + ii;
+            const int col = n0 + 8 * i + 2 * (lane % 4);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const uint32_t v = uint32_t{Convert<E>::from_float(p.alpha * acc[4 * i + 2 * h])} |
-                                 (uint32_t{Convert<E>::from_float(p.alpha * acc[4 * i + 2 * h + 1])} << 16);
+              uint16_t unused;
+              const uint32_t v = gemm_detail::pack_pair(
+                  finish<Convert<E>>(add_bias<Convert<E>>(p, col, p.alpha * acc[4 * i + 2 * h]), p.act, unused),
+                  finish<Convert<E>>(add_bias<Convert<E>>(p, col + 1, p.alpha * acc[4 * i + 2 * h + 1]), p.act,
+                                     unused));
               st_shared_u32(epi + (ii / 8) * 8192 + lane_off + h * 8 * 128 + (((ii % 8) ^ swz) * 16), v);
             }
           }
@@ -295,6 +282,7 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
         }
       } else {
         uint16_t* gc = p.c + bz * p.stride_c;
+        uint16_t* gpre = p.pre != nullptr ? p.pre + bz * p.stride_c : nullptr;
         const int row0 = m0 + consumer * 64 + warp * 16 + lane / 4;
         const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
@@ -302,9 +290,11 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
           const int row = row0 + 8 * h;
           if (row >= p.m) continue;
           uint16_t* crow = gc + int64_t{row} * p.ldc;
+          uint16_t* prow = gpre != nullptr ? gpre + int64_t{row} * p.ldc : nullptr;
 #pragma unroll
           for (int i = 0; i < BN / 8; ++i) {
-            store_pair<Convert<E>>(p, crow, col0 + 8 * i, acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+            gemm_detail::store_pair<Convert<E>>(p, crow, prow, col0 + 8 * i, acc[4 * i + 2 * h],
+                                                acc[4 * i + 2 * h + 1]);
           }
         }
       }
@@ -477,7 +467,7 @@ bool gemm(const GemmArgs& g, cudaStream_t stream) {
   if (!b_ok) return false;
   // C through the copy engine when nothing of it needs reading and it is 16-byte aligned.
   CUtensorMap map_c = map_a;
-  const bool c_tma = g.beta == 0.f && aligned16(g.c) && g.ldc % 8 == 0 &&
+  const bool c_tma = g.beta == 0.f && g.pre == nullptr && aligned16(g.c) && g.ldc % 8 == 0 &&
                      (g.batch == 1 || (g.stride_c > 0 && g.stride_c % 8 == 0)) &&
                      make_map(&map_c, g.elem, g.c, g.n, g.m, g.ldc, g.batch, g.stride_c, 64, 64);
 
@@ -494,8 +484,12 @@ bool gemm(const GemmArgs& g, cudaStream_t stream) {
                        g.beta,
                        a_batched,
                        b_batched,
-                       reinterpret_cast<uintptr_t>(g.c) % 4 == 0 && g.ldc % 2 == 0 && (g.batch == 1 || g.stride_c % 2 == 0),
-                       c_tma};
+                       reinterpret_cast<uintptr_t>(g.c) % 4 == 0 && reinterpret_cast<uintptr_t>(g.pre) % 4 == 0 &&
+                           g.ldc % 2 == 0 && (g.batch == 1 || g.stride_c % 2 == 0),
+                       c_tma,
+                       g.bias,
+                       g.pre,
+                       g.act};
   if (bn == 256) {
     launch_bn<256>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
   } else {

@@ -3,6 +3,7 @@
 // for bf16/f16 GEMMs and falls back to its mma.sync kernels when it declines.
 #pragma once
 
+#include "kernels/gemm_epilogue.h"
 #include "kernels/transpose.h"
 
 #include <cuda_runtime.h>
@@ -25,6 +26,10 @@ struct GemmArgs {
   int64_t stride_a, stride_b, stride_c;  // 0 for A or B broadcasts it
   int64_t batch;
   float alpha, beta;
+  // The epilogue (kernels/gemm_epilogue.h); pre has C's ldc and batch stride.
+  const uint16_t* bias;
+  uint16_t* pre;
+  GemmActivation act;
 };
 
 // Whether this build holds the sm_90a kernels (CMAKE_CUDA_ARCHITECTURES had 90).

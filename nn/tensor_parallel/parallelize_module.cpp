@@ -82,6 +82,12 @@ void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::Devi
 
 void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
                    const RowwiseParallel& style, ParameterSpecs& specs) {
+  // Each rank's product is a partial sum: an activation must wait for the all-reduce.
+  DTR_CHECK(linear.activation() == LinearActivation::none,
+            "parallelize_module: RowwiseParallel on '{}', a Linear with a fused activation; its partial "
+            "sums would pass through the activation before they are reduced (use ColwiseParallel there, "
+            "or a Linear without an activation followed by the activation module)",
+            name);
   shard_parameter(linear, name, "weight", mesh, {Shard(1)}, specs);
   const bool has_bias = linear.has_parameter("bias");
   if (has_bias) {

@@ -9,6 +9,7 @@
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/node.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/matmul.h"
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
@@ -19,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -386,4 +388,84 @@ TEST_CASE("linear matches x W^T + b and passes gradcheck", "[autograd][matmul]")
     }
   CHECK(testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, b}) == "");
   CHECK_THROWS_WITH(linear(x, w.t()), Catch::Contains("input's last dim must be in_features 5"));
+}
+
+TEST_CASE("linear with a GELU epilogue is gelu of the linear, and passes gradcheck", "[autograd][matmul]") {
+  dtr::manual_seed(10);
+  Tensor x = randn({2, 3, 4}, {.dtype = DType::f64}).requires_grad_();
+  Tensor w = randn({5, 4}, {.dtype = DType::f64}).requires_grad_();
+  Tensor b = randn({5}, {.dtype = DType::f64}).requires_grad_();
+  std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  for (LinearActivation act : {LinearActivation::gelu_tanh, LinearActivation::gelu_erf}) {
+    INFO("activation " << static_cast<int>(act));
+    std::vector<double> y = linear(x, w, b, act).to_vector<double>();
+    for (int r = 0; r < 6; ++r) {
+      for (int o = 0; o < 5; ++o) {
+        double v = bv[o];
+        for (int i = 0; i < 4; ++i) v += xv[r * 4 + i] * wv[o * 4 + i];
+        const double ref = act == LinearActivation::gelu_tanh
+                               ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                               : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        CHECK(y[r * 5 + o] == Approx(ref).epsilon(1e-12).margin(1e-14));
+      }
+    }
+    auto f = [act](const Inputs& in) { return linear(in[0], in[1], in[2], act); };
+    CHECK(testing::gradcheck(f, {x, w, b}) == "");
+    // No bias, a 1-D input, and an input read through strides.
+    CHECK(testing::gradcheck([act](const Inputs& in) { return linear(in[0], in[1], Tensor(), act); }, {x, w}) == "");
+    Tensor x1 = randn({4}, {.dtype = DType::f64}).requires_grad_();
+    CHECK(testing::gradcheck(f, {x1, w, b}) == "");
+    Tensor xt = randn({4, 3}, {.dtype = DType::f64}).requires_grad_();
+    CHECK(testing::gradcheck([act](const Inputs& in) { return linear(in[0].t(), in[1], in[2], act); }, {xt, w, b}) ==
+          "");
+  }
+}
+
+TEST_CASE("linear's fused GELU equals the gelu op on its rounded pre-activation, bit for bit", "[autograd][matmul]") {
+  dtr::manual_seed(11);
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    INFO(dtype_name(dtype));
+    // Enough rows, columns and depth for the threaded and tiled GEMM paths.
+    Tensor x = randn({3, 70, 96}).to(dtype);
+    Tensor w = (randn({300, 96}) * 0.2).to(dtype);
+    Tensor b = randn({300}).to(dtype);
+    const Tensor pre = linear(x, w, b);
+    const Tensor fused = linear(x, w, b, LinearActivation::gelu_tanh);
+    const Tensor separate = gelu(pre, GeluApproximation::tanh);
+    REQUIRE(fused.sizes() == Shape{3, 70, 300});
+    CHECK(std::memcmp(fused.raw_data(), separate.raw_data(), fused.nbytes()) == 0);
+    const Tensor fused_erf = linear(x, w, b, LinearActivation::gelu_erf);
+    const Tensor separate_erf = gelu(pre);
+    CHECK(std::memcmp(fused_erf.raw_data(), separate_erf.raw_data(), fused.nbytes()) == 0);
+  }
+}
+
+TEST_CASE("linear with no output features or no input features (a tensor-parallel rank's share)",
+          "[autograd][matmul]") {
+  Tensor x = randn({2, 3, 4}).requires_grad_();
+  Tensor w0 = randn({0, 4}).requires_grad_();
+  Tensor y0 = linear(x, w0, Tensor(), LinearActivation::gelu_tanh);
+  CHECK(y0.sizes() == Shape{2, 3, 0});
+  sum(y0).backward();
+  CHECK(x.grad().sizes() == x.sizes());
+  CHECK(sum(abs(x.grad())).item<float>() == 0);
+  CHECK(w0.grad().sizes() == Shape{0, 4});
+  // No inputs: the result is the activation of the bias alone.
+  Tensor e = randn({2, 0});
+  Tensor w = randn({3, 0}), b = from_vector(std::vector<float>{-1, 0, 2}, {3});
+  const std::vector<float> y = linear(e, w, b, LinearActivation::gelu_erf).to_vector<float>();
+  const std::vector<float> want = gelu(b).to_vector<float>();
+  REQUIRE(y.size() == 6);
+  for (int i = 0; i < 6; ++i) CHECK(y[i] == want[i % 3]);
+}
+
+TEST_CASE("linear's weight gradient comes out contiguous in the weight's layout", "[autograd][matmul]") {
+  dtr::manual_seed(12);
+  Tensor x = randn({2, 3, 4}).requires_grad_();
+  Tensor w = randn({5, 4}).requires_grad_();
+  Tensor b = randn({5}).requires_grad_();
+  sum(linear(x, w, b, LinearActivation::gelu_tanh)).backward();
+  CHECK(w.grad().is_contiguous());
+  CHECK(x.grad().sizes() == x.sizes());
+  CHECK(b.grad().sizes() == b.sizes());
 }

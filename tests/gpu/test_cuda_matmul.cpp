@@ -3,19 +3,25 @@
 // (Linear) case, transposed and permuted views, and addmm's broadcast c with beta
 // and alpha, for f32, bf16 and f16; f64 on cuda is a clear error. One backward
 // through matmul, addmm, log_softmax and max runs on cuda and is compared with the
-// cpu backward. Inputs are fresh random numbers each run (the seed is printed on
+// cpu backward. linear with its bias and GELU in the GEMM epilogue, forward and
+// backward, on every GEMM path. Inputs are fresh random numbers each run (the seed is printed on
 // failure). Both devices accumulate in f32 but in different orders, so results
 // agree within ||gpu - cpu|| / ||cpu|| <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16).
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/matmul.h"
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
+#include "kernels/cuda/gemm.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -131,5 +137,90 @@ TEST_CASE("a backward through matmul, addmm, log_softmax and max on cuda matches
     REQUIRE(gpu_leaves[i].grad().defined());
     CHECK(gpu_leaves[i].grad().device() == kGpu);
     CHECK(relative_error(gpu_leaves[i].grad(), cpu_leaves[i].grad()) <= 1e-4);
+  }
+}
+
+namespace {
+
+// Switches the Hopper wgmma GEMM off for one scope (the mma.sync kernels then run).
+struct WgmmaOff {
+  WgmmaOff() { kernels::cuda::gemm_enable_wgmma(false); }
+  ~WgmmaOff() { kernels::cuda::gemm_enable_wgmma(true); }
+};
+
+// The largest |a - b| / |b| over elements with b != 0, and |a - b| where b == 0.
+double worst_element_error(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = values_of(a), y = values_of(b);
+  REQUIRE(x.size() == y.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst = std::max(worst, y[i] == 0 ? std::abs(x[i]) : std::abs(x[i] - y[i]) / std::abs(y[i]));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cuda linear with its bias and GELU in the GEMM epilogue matches the cpu, values and gradients",
+          "[gpu][matmul]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  struct LinearCase {
+    std::string name;
+    Shape x, w;
+    int64_t x_pad;  // extra columns in x's storage: a row stride that is not a multiple of 8
+  };
+  // Odd sizes (guarded mma.sync, SIMT for f32); tile-sized (wgmma with bulk stores of C);
+  // a padded input (misaligned rows: the mma.sync guarded path even on Hopper).
+  const std::vector<LinearCase> shapes = {{"odd", {3, 5, 37}, {45, 37}, 0},
+                                          {"tile-sized", {2, 128, 192}, {384, 192}, 0},
+                                          {"padded rows", {70, 64}, {136, 64}, 3}};
+  for (bool wgmma : {true, false}) {
+    std::optional<WgmmaOff> off;
+    if (!wgmma) off.emplace();
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      for (const LinearCase& c : shapes) {
+        for (LinearActivation act : {LinearActivation::none, LinearActivation::gelu_tanh, LinearActivation::gelu_erf}) {
+          INFO(c.name << " in " << name_of(dtype) << ", activation " << static_cast<int>(act) << ", wgmma " << wgmma);
+          Shape stored = c.x;
+          stored.back() += c.x_pad;
+          const Tensor x_stored = random_cpu(stored, dtype, gen, -1, 1);
+          const Tensor w = random_cpu(c.w, dtype, gen, -0.3, 0.3), b = random_cpu({c.w[0]}, dtype, gen, -1, 1);
+          Shape out_shape = c.x;
+          out_shape.back() = c.w[0];
+          const Tensor upstream = random_cpu(out_shape, dtype, gen, -1, 1);
+          std::vector<Tensor> grads[2];
+          Tensor outs[2];
+          for (int d = 0; d < 2; ++d) {
+            const Device device = d == 0 ? kCpu : kGpu;
+            const Tensor xs = x_stored.to(device).requires_grad_();
+            const Tensor wd = w.to(device).requires_grad_(), bd = b.to(device).requires_grad_();
+            const Tensor x = xs.narrow(-1, 0, c.x.back());
+            outs[d] = linear(x, wd, bd, act);
+            outs[d].backward(upstream.to(device));
+            grads[d] = {xs.grad(), wd.grad(), bd.grad()};
+          }
+          CHECK(outs[1].device() == kGpu);
+          CHECK(relative_error(outs[1], outs[0]) <= tolerance(dtype));
+          for (int i = 0; i < 3; ++i) {
+            INFO("gradient " << i);
+            CHECK(relative_error(grads[1][i], grads[0][i]) <= tolerance(dtype));
+          }
+          CHECK(grads[1][1].is_contiguous());
+          if (act != LinearActivation::none) {
+            // The epilogue's GELU is the gelu op's on the rounded pre-activation: equal up to
+            // how nvcc contracts the same expression into FMAs (an ulp at most).
+            NoGradGuard no_grad;
+            const Tensor x = x_stored.to(kGpu).narrow(-1, 0, c.x.back());
+            const Tensor separate = gelu(linear(x, w.to(kGpu), b.to(kGpu)),
+                                         act == LinearActivation::gelu_tanh ? GeluApproximation::tanh
+                                                                            : GeluApproximation::none);
+            const double ulp = dtype == DType::f32 ? 0x1p-23 : dtype == DType::bf16 ? 0x1p-7 : 0x1p-10;
+            CHECK(worst_element_error(linear(x, w.to(kGpu), b.to(kGpu), act), separate) <= ulp);
+          }
+        }
+      }
+    }
   }
 }

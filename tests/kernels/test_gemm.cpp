@@ -1,12 +1,14 @@
 // The CPU GEMM kernel against a naive triple loop in double: every transpose
 // combination, odd and non-square sizes, alpha/beta (beta == 0 over NaN), padded
 // leading dims (padding holds NaN, so reading it shows), strided and broadcast
-// batches, f32 accumulation for bf16/f16, and bitwise equality across thread counts.
+// batches, f32 accumulation for bf16/f16, bitwise equality across thread counts, and
+// the epilogue (bias row, GELU, pre-activation) against double references.
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -313,6 +315,130 @@ TEMPLATE_TEST_CASE("multi-threaded gemm is correct and bitwise equal to one thre
         INFO(p.describe());
         CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0);
         CHECK(count_mismatches(p, a, b, before.data(), two.data(), ldc) == 0);
+      }
+    }
+  }
+}
+
+namespace {
+
+// GELU in double, in forms without cancellation for negative x: 0.5 (1 + tanh u) =
+// 1 / (1 + exp(-2u)) and 0.5 (1 + erf z) = 0.5 erfc(-z).
+double gelu_reference(kernels::GemmActivation act, double x) {
+  if (act == kernels::GemmActivation::gelu_tanh) {
+    return x / (1 + std::exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  }
+  if (act == kernels::GemmActivation::gelu_erf) return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+  return x;
+}
+
+// The error allowed for act(x): f32 roundings in the functor, amplified by the
+// function's condition number |x act'(x) / act(x)| (large for GELU's far negative
+// tail), then one rounding to T; plus an absolute term for results the f32 functor
+// flushes to zero (below about 1e-37).
+template <class T>
+double activation_tolerance(kernels::GemmActivation act, double x) {
+  const double h = 1e-6 * std::max(1.0, std::abs(x));
+  const double slope = (gelu_reference(act, x + h) - gelu_reference(act, x - h)) / (2 * h);
+  const double value = gelu_reference(act, x);
+  const double f32_error = 16 * 0x1p-24 * (std::abs(value) + std::abs(x * slope));
+  return (is_half_v<T> ? tolerance<T>(0) * std::abs(value) : 0.0) + f32_error +
+         std::max(subnormal_tolerance<T>(), 1e-37);
+}
+
+// batch GEMMs of p with a bias row and `act` in the epilogue, at `threads` threads;
+// returns C then pre (both batch x m x n, contiguous). With `check`, checks them
+// against double references: pre = alpha * op(A) op(B) + beta * C + bias, C = act(pre).
+template <class T>
+std::pair<std::vector<T>, std::vector<T>> run_epilogue(const Problem<T>& p, kernels::GemmActivation act,
+                                                       int threads, uint32_t seed, bool check) {
+  std::mt19937 rng(seed);
+  constexpr int64_t kBatch = 2;
+  const int64_t a_rows = p.ta == Transpose::no ? p.m : p.k, a_cols = p.ta == Transpose::no ? p.k : p.m;
+  const int64_t b_rows = p.tb == Transpose::no ? p.k : p.n, b_cols = p.tb == Transpose::no ? p.n : p.k;
+  const Stored<T> a(kBatch * a_rows, a_cols, 0, rng);
+  const Stored<T> b(kBatch * b_rows, b_cols, 0, rng);
+  const Stored<T> bias(1, p.n, 0, rng);
+  std::vector<T> c = make_c(p, p.n, kBatch, rng);
+  const std::vector<T> before = c;
+  std::vector<T> pre(c.size(), T(kNaN));
+  {
+    ThreadCount count(threads);
+    kernels::cpu::gemm_batched<T>(kBatch, p.ta, p.tb, p.m, p.n, p.k, acc_t<T>(p.alpha), a.data.data(), a.ld,
+                                  a_rows * a.ld, b.data.data(), b.ld, b_rows * b.ld, acc_t<T>(p.beta),
+                                  c.data(), p.n, p.m * p.n,
+                                  {.bias = bias.data.data(), .activation = act, .pre = pre.data()});
+  }
+  const bool has_act = act != kernels::GemmActivation::none;
+  if (!check) return {c, pre};
+  int64_t bad_pre = 0, bad_act = 0;
+  for (int64_t e = 0; e < kBatch; ++e) {
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (int64_t l = 0; l < p.k; ++l) {
+          const double x = to_double(p.ta == Transpose::no ? a.data[(e * a_rows + i) * a.ld + l]
+                                                           : a.data[(e * a_rows + l) * a.ld + i]);
+          const double y = to_double(p.tb == Transpose::no ? b.data[(e * b_rows + l) * b.ld + j]
+                                                           : b.data[(e * b_rows + j) * b.ld + l]);
+          sum += x * y;
+          magnitude += std::abs(x * y);
+        }
+        const size_t at = static_cast<size_t>((e * p.m + i) * p.n + j);
+        const double bias_j = to_double(bias.data[j]);
+        double expected = p.alpha * sum + bias_j;
+        magnitude = std::abs(p.alpha) * magnitude + std::abs(bias_j);
+        if (p.beta != 0) {
+          expected += p.beta * to_double(before[at]);
+          magnitude += std::abs(p.beta * to_double(before[at]));
+        }
+        const double v = to_double(has_act ? pre[at] : c[at]);
+        if (!(std::abs(v - expected) <= tolerance<T>(p.k + 1) * magnitude + subnormal_tolerance<T>())) {
+          if (bad_pre++ == 0) UNSCOPED_INFO("pre-activation [" << e << ", " << i << ", " << j << "]: " << v << " vs " << expected);
+        }
+        if (has_act) {
+          const double x = to_double(pre[at]);
+          const double want = gelu_reference(act, x);
+          const double got = to_double(c[at]);
+          if (!(std::abs(got - want) <= activation_tolerance<T>(act, x))) {
+            if (bad_act++ == 0) UNSCOPED_INFO("activation [" << e << ", " << i << ", " << j << "]: " << got << " vs " << want);
+          }
+        }
+      }
+    }
+  }
+  CHECK(bad_pre == 0);
+  CHECK(bad_act == 0);
+  if (!has_act) CHECK(std::all_of(pre.begin(), pre.end(), [](T x) { return std::isnan(to_double(x)); }));
+  return {c, pre};
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm epilogue adds the bias row and applies GELU to the rounded sum", "[gemm]", float,
+                   double, bf16, f16) {
+  using T = TestType;
+  using kernels::GemmActivation;
+  struct Shape {
+    int64_t m, n, k;
+  };
+  // Small; cut along rows at two threads; cut along columns (the bias and pre shift with them).
+  const Shape shapes[] = {{5, 7, 3}, {301, 257, 129}, {8, 611, 515}};
+  uint32_t seed = 1;
+  for (const Shape& s : shapes) {
+    for (Transpose ta : kBoth) {
+      for (Transpose tb : kBoth) {
+        for (GemmActivation act : {GemmActivation::none, GemmActivation::gelu_tanh, GemmActivation::gelu_erf}) {
+          for (double beta : {0.0, 0.5}) {
+            const Problem<T> p{.ta = ta, .tb = tb, .m = s.m, .n = s.n, .k = s.k, .alpha = 2, .beta = beta};
+            INFO(p.describe() << " activation " << static_cast<int>(act));
+            ++seed;
+            const auto one = run_epilogue(p, act, 1, seed, true);
+            const auto two = run_epilogue(p, act, 2, seed, false);
+            CHECK(std::memcmp(one.first.data(), two.first.data(), one.first.size() * sizeof(T)) == 0);
+            CHECK(std::memcmp(one.second.data(), two.second.data(), one.second.size() * sizeof(T)) == 0);
+          }
+        }
       }
     }
   }

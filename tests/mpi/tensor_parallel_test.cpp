@@ -192,3 +192,38 @@ TEST_CASE("tensor parallel: bad plans and bad inputs are clear errors") {
   REQUIRE_THROWS_WITH((*model)[2](random_full({3, 5}, 1)), Catch::Contains("tensor parallel '2'"));
   REQUIRE((*model)[2].parameter("bias").defined());  // refused before the slot changed
 }
+
+TEST_CASE("tensor parallel: a Colwise Linear with a fused GELU matches one process; Rowwise refuses it") {
+  auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+  const int64_t dim = 6, hidden = 10;
+  auto reference = make_mlp(dim, hidden);  // Linear, GELU (erf), Linear
+  nn::LinearOptions options{.dtype = DType::f64};
+  nn::LinearOptions fused_options = options;
+  fused_options.activation = LinearActivation::gelu_erf;
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(dim, hidden, fused_options), std::make_shared<nn::Linear>(hidden, dim, options)});
+  {
+    NoGradGuard no_grad;
+    (*model)[0].parameter("weight").copy_((*reference)[0].parameter("weight"));
+    (*model)[0].parameter("bias").copy_((*reference)[0].parameter("bias"));
+    (*model)[1].parameter("weight").copy_((*reference)[2].parameter("weight"));
+    (*model)[1].parameter("bias").copy_((*reference)[2].parameter("bias"));
+  }
+  REQUIRE_THROWS_WITH(tp::parallelize_module(*model, mesh, {{"0", tp::RowwiseParallel{}}}),
+                      Catch::Contains("RowwiseParallel on '0'") && Catch::Contains("fused activation"));
+  tp::ParameterSpecs specs =
+      tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"1", tp::RowwiseParallel{}}});
+  const Tensor x_full = random_full({3, 2, dim}, 7);
+  Tensor x = x_full.clone().requires_grad_();
+  Tensor x_ref = x_full.clone().requires_grad_();
+  Tensor y = (*model)(x);
+  Tensor y_ref = (*reference)(x_ref);
+  require_close(y, y_ref, 1e-10);
+  const Tensor w = random_full(y_ref.sizes(), 8);
+  sum(mul(y, w)).backward();
+  sum(mul(y_ref, w)).backward();
+  require_close(x.grad(), x_ref.grad(), 1e-10);
+  DTensor g = tp::parameter_dtensor(*model, specs, "0.weight").grad();
+  REQUIRE(g.defined());
+  require_close(g.full_tensor(), (*reference)[0].parameter("weight").grad(), 1e-10);
+}
