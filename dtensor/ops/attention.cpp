@@ -60,31 +60,37 @@ kernels::cpu::AttentionDims check_attention_inputs(const Tensor& q, const Tensor
 }
 
 #ifdef DTR_WITH_CUDA
-// The CUDA path: the kernels take q, k, v in their own dtype (contiguous) and write
-// out in that dtype and lse in f32 (f64 for f64); the node saves exactly those.
+// The CUDA path: the kernels read q, k, v in their own dtype and strides (a copy only
+// for a non-unit-stride head dim) and write out in that dtype, in q's order of dims
+// (so a [B, T, H, D] projection seen as [B, H, T, D] gets an output whose transpose
+// back is a view), and lse in f32 (f64 for f64); the node saves exactly those.
 Tensor attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v,
                       const kernels::cpu::AttentionDims& dims) {
   const Device device = q.device();
   const DType acc = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor qc, kc, vc, out_saved;
+  Tensor qi, ki, vi, out_saved;
   Tensor lse = empty({dims.batch, dims.q_heads, dims.q_len}, {.dtype = acc, .device = device});
   {
-    NoGradGuard no_grad;  // the contiguous copies are bookkeeping
-    qc = q.contiguous();
-    kc = k.contiguous();
-    vc = v.contiguous();
-    out_saved = empty(q.sizes(), {.dtype = q.dtype(), .device = device});
+    NoGradGuard no_grad;  // the operands' handles (or copies) are bookkeeping
+    qi = ops::cuda_attention_operand(q);
+    ki = ops::cuda_attention_operand(k);
+    vi = ops::cuda_attention_operand(v);
+    out_saved = ops::cuda_attention_empty_like(q, q.dtype());
+    const kernels::cuda::AttentionForwardStrides layout{.q = ops::cuda_attention_strides(qi),
+                                                        .k = ops::cuda_attention_strides(ki),
+                                                        .v = ops::cuda_attention_strides(vi),
+                                                        .out = ops::cuda_attention_strides(out_saved)};
     dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
       using T = typename decltype(tag)::type;
       cuda::DeviceGuard guard(device.index);
-      kernels::cuda::attention_forward<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), dims,
+      kernels::cuda::attention_forward<T>(qi.data<T>(), ki.data<T>(), vi.data<T>(), dims, layout,
                                           out_saved.data<T>(), lse.data<acc_t<T>>(),
                                           cuda::current_stream(device.index));
     });
   }
-  Tensor out = out_saved.detach();  // the saved copy stays unrecorded
+  Tensor out = out_saved.detach();  // the saved tensor stays unrecorded
   if (autograd::needs_grad({&q, &k, &v})) {
-    auto node = std::make_shared<ops::AttentionBackward>(qc.detach(), kc.detach(), vc.detach(),
+    auto node = std::make_shared<ops::AttentionBackward>(qi.detach(), ki.detach(), vi.detach(),
                                                          out_saved, lse, dims, q.dtype());
     autograd::set_history(node, {&q, &k, &v}, {&out});
   }

@@ -14,9 +14,13 @@
 //
 // q, k and v must share a floating dtype (f32, f64, bf16, f16) and a device (cpu,
 // cuda, or meta: shapes only); they may be non-contiguous. bf16/f16 compute in float
-// and round once; the result is a new contiguous tensor of q's dtype. On cpu, bf16/f16
-// inputs are converted to float for the kernel; on cuda the kernels read them as
-// stored (head_dim must be <= 256 there, else a dtr::Error).
+// and round once; the result is a new tensor of q's dtype. On cpu, bf16/f16 inputs
+// are converted to float (and made contiguous) for the kernel, and the result is
+// contiguous. On cuda the kernels read q, k, v as stored, in place whenever the head
+// dim is unit-stride (head_dim must be <= 256 there, else a dtr::Error), and the
+// result and the gradients follow their input's order of dims: for q a [B, T, H, D]
+// tensor seen as [B, H, T, D] (transpose(1, 2)), out is stored [B, T, H, D] too, so
+// out.transpose(1, 2).reshape({B, T, H * D}) is a view, not a copy.
 //
 // Autograd: differentiable in q, k and v. The op saves q, k, v and out plus one
 // log-sum-exp per query row (f32, f64 for f64), and the backward recomputes the

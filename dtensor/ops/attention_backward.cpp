@@ -13,6 +13,24 @@
 
 namespace dtr::ops {
 
+#ifdef DTR_WITH_CUDA
+Tensor cuda_attention_operand(const Tensor& t) {
+  return t.size(3) <= 1 || t.stride(3) == 1 ? t : t.contiguous();
+}
+
+kernels::cuda::AttentionStrides cuda_attention_strides(const Tensor& t) {
+  return {.batch = t.stride(0), .head = t.stride(1), .row = t.stride(2)};
+}
+
+Tensor cuda_attention_empty_like(const Tensor& like, DType dtype) {
+  const TensorOptions options{.dtype = dtype, .device = like.device()};
+  if (like.stride(1) < like.stride(2)) {
+    return empty({like.size(0), like.size(2), like.size(1), like.size(3)}, options).transpose(1, 2);
+  }
+  return empty(like.sizes(), options);
+}
+#endif
+
 AttentionBackward::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& out, const Tensor& lse,
                                      kernels::cpu::AttentionDims dims, DType dtype)
@@ -37,19 +55,27 @@ std::vector<Tensor> AttentionBackward::apply(std::vector<Tensor> grads) {
   const Device device = q.device();
 #ifdef DTR_WITH_CUDA
   if (device.is_cuda()) {
-    // The saved tensors are in dtype_; the gradients are written in it directly.
-    Tensor dq = needs_input_grad(0) ? empty(q.sizes(), {.dtype = dtype_, .device = device}) : Tensor();
-    Tensor dk = needs_input_grad(1) ? empty(k.sizes(), {.dtype = dtype_, .device = device}) : Tensor();
-    Tensor dv = needs_input_grad(2) ? empty(v.sizes(), {.dtype = dtype_, .device = device}) : Tensor();
-    const Tensor dout = grads[0].to(dtype_).contiguous();
+    // The saved tensors are in dtype_, the gradients are written in it directly, each
+    // in its input's order of dims: the backward of the layer's transpose view then
+    // hands the projection a contiguous gradient. dout is read in place.
+    Tensor dq = needs_input_grad(0) ? cuda_attention_empty_like(q, dtype_) : Tensor();
+    Tensor dk = needs_input_grad(1) ? cuda_attention_empty_like(k, dtype_) : Tensor();
+    Tensor dv = needs_input_grad(2) ? cuda_attention_empty_like(v, dtype_) : Tensor();
+    const Tensor dout = cuda_attention_operand(grads[0].to(dtype_));
     Tensor delta = empty(lse.sizes(), {.dtype = lse.dtype(), .device = device});
+    auto strides = [](const Tensor& t) {
+      return t.defined() ? cuda_attention_strides(t) : kernels::cuda::AttentionStrides{};
+    };
+    const kernels::cuda::AttentionBackwardStrides layout{
+        .q = strides(q), .k = strides(k), .v = strides(v), .out = strides(out), .dout = strides(dout),
+        .dq = strides(dq), .dk = strides(dk), .dv = strides(dv)};
     dispatch_floating(dtype_, "scaled_dot_product_attention backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
       cuda::DeviceGuard guard(device.index);
       kernels::cuda::attention_backward<T>(q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(),
-                                           lse.data<acc_t<T>>(), dout.data<T>(), dims_, ptr(dq),
-                                           ptr(dk), ptr(dv), delta.data<acc_t<T>>(),
+                                           lse.data<acc_t<T>>(), dout.data<T>(), dims_, layout,
+                                           ptr(dq), ptr(dk), ptr(dv), delta.data<acc_t<T>>(),
                                            cuda::current_stream(device.index));
     });
     result[0] = dq;

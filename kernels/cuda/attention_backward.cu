@@ -26,24 +26,30 @@ struct BackwardParams {
   T* dk;
   T* dv;
   Shape s;
+  AttentionBackwardStrides st;
   acc_t<T> scale;
 };
 
 constexpr int kDeltaThreads = 256;
 
-// delta[row] = sum_d dout[row, d] * out[row, d] in A: one warp per row, each lane
-// summing a fixed stride of the row, then a fixed butterfly across the warp.
+// delta[row] = sum_d dout[row, d] * out[row, d] in A, row = (b * Hq + h) * T + t: one
+// warp per row, each lane summing a fixed stride of the row, then a fixed butterfly
+// across the warp.
 template <class T>
 __global__ void __launch_bounds__(kDeltaThreads)
-    attention_delta_kernel(const T* __restrict__ out, const T* __restrict__ dout, int64_t rows, int D,
+    attention_delta_kernel(const T* __restrict__ out, const T* __restrict__ dout, Shape s,
+                           AttentionStrides out_strides, AttentionStrides dout_strides,
                            acc_t<T>* __restrict__ delta) {
   using A = acc_t<T>;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int D = static_cast<int>(s.head_dim);
+  const int64_t rows = s.batch * s.q_heads * s.q_len;
   const int64_t warps = int64_t{gridDim.x} * (kDeltaThreads / kWarpSize);
   for (int64_t row = blockIdx.x * int64_t{kDeltaThreads / kWarpSize} + threadIdx.x / kWarpSize; row < rows;
        row += warps) {
-    const T* o = out + row * D;
-    const T* g = dout + row * D;
+    const int64_t bh = row / s.q_len, t = row % s.q_len, b = bh / s.q_heads, h = bh % s.q_heads;
+    const T* o = out + row_offset(out_strides, b, h, t);
+    const T* g = dout + row_offset(dout_strides, b, h, t);
     A sum = A(0);
     for (int d = lane; d < D; d += kWarpSize) sum = fma(convert<A>(g[d]), convert<A>(o[d]), sum);
     sum = warp_allreduce(sum, [](A a, A b) { return a + b; });
@@ -144,8 +150,8 @@ __global__ void __launch_bounds__(256) attention_dkdv_simt(const BackwardParams<
   const int64_t s0 = (blockIdx.x % k_blocks) * Bc;
   const int64_t b = kv_index / s.kv_heads, kvh = kv_index % s.kv_heads;
   const int64_t valid_keys = min(int64_t{Bc}, s.kv_len - s0);
-  load_tile<T, Bc, Dp, Ld, 256>(Ks, p.k + (kv_index * s.kv_len + s0) * s.head_dim, valid_keys, D);
-  load_tile<T, Bc, Dp, Ld, 256>(Vs, p.v + (kv_index * s.kv_len + s0) * s.head_dim, valid_keys, D);
+  load_tile<T, Bc, Dp, Ld, 256>(Ks, p.k + row_offset(p.st.k, b, kvh, s0), p.st.k.row, valid_keys, D);
+  load_tile<T, Bc, Dp, Ld, 256>(Vs, p.v + row_offset(p.st.v, b, kvh, s0), p.st.v.row, valid_keys, D);
   const int dv_end = (D + V - 1) / V * V;
 
   // dk, dv of keys s0 + ty + 16 i (i < CN), head-dim columns tx * V + 16 V m + e.
@@ -164,8 +170,8 @@ __global__ void __launch_bounds__(256) attention_dkdv_simt(const BackwardParams<
       const int64_t t0 = qb * Br;
       __syncthreads();  // the previous tile's readers of Q, dO, P and dS are done
       const int64_t valid_rows = min(int64_t{Br}, s.q_len - t0);
-      load_tile<T, Br, Dp, Ld, 256>(Qs, p.q + (bh * s.q_len + t0) * s.head_dim, valid_rows, D);
-      load_tile<T, Br, Dp, Ld, 256>(dOs, p.dout + (bh * s.q_len + t0) * s.head_dim, valid_rows, D);
+      load_tile<T, Br, Dp, Ld, 256>(Qs, p.q + row_offset(p.st.q, b, h, t0), p.st.q.row, valid_rows, D);
+      load_tile<T, Br, Dp, Ld, 256>(dOs, p.dout + row_offset(p.st.dout, b, h, t0), p.st.dout.row, valid_rows, D);
       int64_t visible[RM];
       A row_lse[RM], row_delta[RM];
       row_values<A, RM>(s, bh, t0, p.lse, p.delta, visible, row_lse, row_delta);
@@ -202,15 +208,15 @@ __global__ void __launch_bounds__(256) attention_dkdv_simt(const BackwardParams<
   for (int i = 0; i < CN; ++i) {
     const int64_t key = s0 + ty + 16 * i;
     if (key >= s.kv_len) continue;
-    const int64_t offset = (kv_index * s.kv_len + key) * s.head_dim;
+    const int64_t dk_offset = row_offset(p.st.dk, b, kvh, key), dv_offset = row_offset(p.st.dv, b, kvh, key);
 #pragma unroll
     for (int m = 0; m < DV; ++m) {
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const int d = tx * V + 16 * V * m + e;
         if (d >= D) continue;
-        if (p.dk) p.dk[offset + d] = convert<T>(p.scale * dk[i][m * V + e]);
-        if (p.dv) p.dv[offset + d] = convert<T>(dv[i][m * V + e]);
+        if (p.dk) p.dk[dk_offset + d] = convert<T>(p.scale * dk[i][m * V + e]);
+        if (p.dv) p.dv[dv_offset + d] = convert<T>(dv[i][m * V + e]);
       }
     }
   }
@@ -238,13 +244,12 @@ __global__ void __launch_bounds__(256) attention_dq_simt(const BackwardParams<T>
   const int64_t q_blocks = ceil_div(s.q_len, Br);
   const int64_t bh = blockIdx.x / q_blocks;
   const int64_t t0 = (blockIdx.x % q_blocks) * Br;
-  const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
-  const int64_t kv_index = b * s.kv_heads + h / s.group;
-  const T* const kh = p.k + kv_index * s.kv_len * s.head_dim;
-  const T* const vh = p.v + kv_index * s.kv_len * s.head_dim;
+  const int64_t b = bh / s.q_heads, h = bh % s.q_heads, kvh = h / s.group;
+  const T* const kh = p.k + row_offset(p.st.k, b, kvh, 0);
+  const T* const vh = p.v + row_offset(p.st.v, b, kvh, 0);
   const int64_t valid_rows = min(int64_t{Br}, s.q_len - t0);
-  load_tile<T, Br, Dp, Ld, 256>(Qs, p.q + (bh * s.q_len + t0) * s.head_dim, valid_rows, D);
-  load_tile<T, Br, Dp, Ld, 256>(dOs, p.dout + (bh * s.q_len + t0) * s.head_dim, valid_rows, D);
+  load_tile<T, Br, Dp, Ld, 256>(Qs, p.q + row_offset(p.st.q, b, h, t0), p.st.q.row, valid_rows, D);
+  load_tile<T, Br, Dp, Ld, 256>(dOs, p.dout + row_offset(p.st.dout, b, h, t0), p.st.dout.row, valid_rows, D);
   int64_t visible[RM];
   A row_lse[RM], row_delta[RM];
   row_values<A, RM>(s, bh, t0, p.lse, p.delta, visible, row_lse, row_delta);
@@ -261,8 +266,8 @@ __global__ void __launch_bounds__(256) attention_dq_simt(const BackwardParams<T>
   for (int64_t s0 = 0; s0 < keys; s0 += Bc) {
     __syncthreads();  // the previous tile's readers of K, V and dS are done
     const int64_t valid_keys = min(int64_t{Bc}, s.kv_len - s0);
-    load_tile<T, Bc, Dp, Ld, 256>(Ks, kh + s0 * s.head_dim, valid_keys, D);
-    load_tile<T, Bc, Dp, Ld, 256>(Vs, vh + s0 * s.head_dim, valid_keys, D);
+    load_tile<T, Bc, Dp, Ld, 256>(Ks, kh + s0 * p.st.k.row, p.st.k.row, valid_keys, D);
+    load_tile<T, Bc, Dp, Ld, 256>(Vs, vh + s0 * p.st.v.row, p.st.v.row, valid_keys, D);
     __syncthreads();
     probabilities_and_ds<A, Cfg>(Qs, dOs, Ks, Vs, dv_end, s0, visible, row_lse, row_delta, p.scale, Ps, dSs);
     __syncthreads();
@@ -288,7 +293,7 @@ __global__ void __launch_bounds__(256) attention_dq_simt(const BackwardParams<T>
   for (int i = 0; i < RM; ++i) {
     const int64_t t = t0 + ty + 16 * i;
     if (t >= s.q_len) continue;
-    T* const o = p.dq + (bh * s.q_len + t) * s.head_dim;
+    T* const o = p.dq + row_offset(p.st.dq, b, h, t);
 #pragma unroll
     for (int m = 0; m < DV; ++m) {
 #pragma unroll
@@ -338,8 +343,8 @@ using BackwardConfig = std::conditional_t<std::is_same_v<acc_t<T>, double>, Simt
 
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const T* out, const acc_t<T>* lse,
-                        const T* dout, const AttentionDims& dims, T* dq, T* dk, T* dv,
-                        acc_t<T>* delta, cudaStream_t stream) {
+                        const T* dout, const AttentionDims& dims, const AttentionBackwardStrides& strides,
+                        T* dq, T* dk, T* dv, acc_t<T>* delta, cudaStream_t stream) {
   set_last_path(AttentionPath::none);
   check_dims(dims, "backward");
   const Shape s = shape_of(dims);
@@ -348,17 +353,20 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
     const int64_t rows = s.batch * s.q_heads * s.q_len;
     const int64_t blocks = std::min<int64_t>(ceil_div(rows, kDeltaThreads / kWarpSize), int64_t{1} << 20);
     attention_delta_kernel<T><<<static_cast<unsigned>(blocks), kDeltaThreads, 0, stream>>>(
-        out, dout, rows, static_cast<int>(s.head_dim), delta);
+        out, dout, s, strides.out, strides.dout, delta);
     DTR_CUDA_CHECK_LAUNCH();
   }
   if constexpr (is_half_v<T>) {
-    if (tensor_cores_enabled() && tc_supported(s.head_dim) && tc_aligned({q, k, v, dout, dq, dk, dv})) {
-      tc_backward<T>(q, k, v, lse, dout, delta, dims, dq, dk, dv, stream);
+    if (tensor_cores_enabled() && tc_supported(s.head_dim) &&
+        tc_layout_ok({{q, strides.q}, {k, strides.k}, {v, strides.v}, {dout, strides.dout}, {dq, strides.dq},
+                      {dk, strides.dk}, {dv, strides.dv}})) {
+      tc_backward<T>(q, k, v, lse, dout, delta, dims, strides, dq, dk, dv, stream);
       set_last_path(AttentionPath::tensor_core);
       return;
     }
   }
-  const BackwardParams<T> p{q, k, v, out, lse, dout, delta, dq, dk, dv, s, static_cast<acc_t<T>>(dims.scale)};
+  const BackwardParams<T> p{q, k, v, out, lse, dout, delta, dq, dk, dv, s, strides,
+                            static_cast<acc_t<T>>(dims.scale)};
   switch (simt_dims_bucket(s.head_dim)) {
     case 4: launch_backward_simt<T, BackwardConfig<T, 4>>(p, stream); break;
     case 8: launch_backward_simt<T, BackwardConfig<T, 8>>(p, stream); break;
@@ -369,7 +377,8 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
 
 #define DTR_INSTANTIATE_CUDA_ATTENTION_BACKWARD(T)                                                      \
   template void attention_backward<T>(const T*, const T*, const T*, const T*, const acc_t<T>*, const T*, \
-                                      const AttentionDims&, T*, T*, T*, acc_t<T>*, cudaStream_t);
+                                      const AttentionDims&, const AttentionBackwardStrides&, T*, T*, T*, \
+                                      acc_t<T>*, cudaStream_t);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_CUDA_ATTENTION_BACKWARD)
 
 }  // namespace dtr::kernels::cuda

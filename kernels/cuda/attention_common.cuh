@@ -1,5 +1,5 @@
 // Internal to the CUDA attention kernels (attention.h): the parameter block, the
-// causal visibility rule, and the CUDA-core (SIMT) tile configuration and
+// strided row addressing, the causal visibility rule, and the CUDA-core (SIMT) tile configuration and
 // shared-memory tile loader that attention_forward.cu and attention_backward.cu share.
 #pragma once
 
@@ -27,6 +27,13 @@ struct Shape {
 inline Shape shape_of(const AttentionDims& d) {
   return {d.batch, d.q_heads, d.kv_heads, d.q_len, d.kv_len, d.head_dim,
           d.kv_heads > 0 ? d.q_heads / d.kv_heads : 0, d.causal};
+}
+
+// Element offset of row `row` of head `head` of batch `batch` of an operand laid out
+// by `st` (int64 throughout: strides of views into large buffers).
+__host__ __device__ inline int64_t row_offset(const AttentionStrides& st, int64_t batch, int64_t head,
+                                              int64_t row) {
+  return batch * st.batch + head * st.head + row * st.row;
 }
 
 // Keys query row t may see: s < visible_keys(t).
@@ -78,22 +85,24 @@ __device__ inline SVec<A> lds(const A* p) {
   return *reinterpret_cast<const SVec<A>*>(p);
 }
 
-// Fills tile[r][d] (r < kRows, d < kDp, row stride kLd) with rows of a [*, D] matrix
-// starting at `src`: rows r < valid_rows and d < D get src[r * D + d] converted to A,
-// everything else 0. All threads of the block take part; the caller synchronizes.
+// Fills tile[r][d] (r < kRows, d < kDp, row stride kLd) with rows of D elements
+// starting at `src`, `ld` elements apart: rows r < valid_rows and d < D get
+// src[r * ld + d] converted to A, everything else 0. 16-byte vector loads when every
+// row starts 16-byte aligned, element loads otherwise. All threads of the block take
+// part; the caller synchronizes.
 template <class T, int kRows, int kDp, int kLd, int kThreads>
-__device__ inline void load_tile(acc_t<T>* tile, const T* src, int64_t valid_rows, int D) {
+__device__ inline void load_tile(acc_t<T>* tile, const T* src, int64_t ld, int64_t valid_rows, int D) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;  // T elements per 16-byte global load
   const int tid = static_cast<int>(threadIdx.x);
-  if (D % V == 0 && is_aligned16(src)) {
+  if (D % V == 0 && ld % V == 0 && is_aligned16(src)) {
     constexpr int kSlots = kDp / V;  // vectors per tile row
     static_assert(kDp % V == 0, "whole vectors per padded row");
     for (int i = tid; i < kRows * kSlots; i += kThreads) {
       const int r = i / kSlots, d0 = (i % kSlots) * V;
       A* dst = tile + r * kLd + d0;
       if (r < valid_rows && d0 < D) {
-        const Vec<T> x = load_vec(src + int64_t{r} * D + d0);
+        const Vec<T> x = load_vec(src + r * ld + d0);
 #pragma unroll
         for (int e = 0; e < V; ++e) dst[e] = convert<A>(x.get(e));
       } else {
@@ -104,7 +113,7 @@ __device__ inline void load_tile(acc_t<T>* tile, const T* src, int64_t valid_row
   } else {
     for (int i = tid; i < kRows * kDp; i += kThreads) {
       const int r = i / kDp, d = i % kDp;
-      tile[r * kLd + d] = (r < valid_rows && d < D) ? convert<A>(src[int64_t{r} * D + d]) : A(0);
+      tile[r * kLd + d] = (r < valid_rows && d < D) ? convert<A>(src[r * ld + d]) : A(0);
     }
   }
 }

@@ -40,6 +40,7 @@ struct ForwardParams {
   T* out;
   acc_t<T>* lse;
   Shape s;
+  AttentionForwardStrides st;
   acc_t<T> scale;
 };
 
@@ -62,12 +63,11 @@ __global__ void __launch_bounds__(256) attention_forward_simt(const ForwardParam
   const int64_t q_blocks = ceil_div(s.q_len, Br);
   const int64_t bh = blockIdx.x / q_blocks;  // b * Hq + h
   const int64_t t0 = (blockIdx.x % q_blocks) * Br;
-  const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
-  const int64_t kv_index = b * s.kv_heads + h / s.group;
-  const T* const kh = p.k + kv_index * s.kv_len * s.head_dim;
-  const T* const vh = p.v + kv_index * s.kv_len * s.head_dim;
+  const int64_t b = bh / s.q_heads, h = bh % s.q_heads, kvh = h / s.group;
+  const T* const kh = p.k + row_offset(p.st.k, b, kvh, 0);
+  const T* const vh = p.v + row_offset(p.st.v, b, kvh, 0);
 
-  load_tile<T, Br, Dp, Ld, 256>(Qs, p.q + (bh * s.q_len + t0) * s.head_dim,
+  load_tile<T, Br, Dp, Ld, 256>(Qs, p.q + row_offset(p.st.q, b, h, t0), p.st.q.row,
                                 min(int64_t{Br}, s.q_len - t0), D);
 
   int64_t visible[RM];  // keys each of my rows sees (0 for rows past the end)
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(256) attention_forward_simt(const ForwardParam
   for (int64_t s0 = 0; s0 < keys; s0 += Bc) {
     __syncthreads();  // the previous tile's readers of K, V and P are done
     const int64_t valid = min(int64_t{Bc}, s.kv_len - s0);
-    load_tile<T, Bc, Dp, Ld, 256>(Ks, kh + s0 * s.head_dim, valid, D);
-    load_tile<T, Bc, Dp, Ld, 256>(Vs, vh + s0 * s.head_dim, valid, D);
+    load_tile<T, Bc, Dp, Ld, 256>(Ks, kh + s0 * p.st.k.row, p.st.k.row, valid, D);
+    load_tile<T, Bc, Dp, Ld, 256>(Vs, vh + s0 * p.st.v.row, p.st.v.row, valid, D);
     __syncthreads();
 
     A score[RM][CN];
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(256) attention_forward_simt(const ForwardParam
     if (t >= s.q_len) continue;
     const A l = row_sum[i];
     const A inv = l > A(0) ? A(1) / l : A(0);  // a row with no visible key gives 0
-    T* const o = p.out + (bh * s.q_len + t) * s.head_dim;
+    T* const o = p.out + row_offset(p.st.out, b, h, t);
 #pragma unroll
     for (int m = 0; m < DV; ++m) {
 #pragma unroll
@@ -205,20 +205,21 @@ using ForwardConfig = std::conditional_t<std::is_same_v<acc_t<T>, double>, SimtC
 }  // namespace
 
 template <class T>
-void attention_forward(const T* q, const T* k, const T* v, const AttentionDims& dims, T* out,
-                       acc_t<T>* lse, cudaStream_t stream) {
+void attention_forward(const T* q, const T* k, const T* v, const AttentionDims& dims,
+                       const AttentionForwardStrides& strides, T* out, acc_t<T>* lse, cudaStream_t stream) {
   set_last_path(AttentionPath::none);
   check_dims(dims, "forward");
   const Shape s = shape_of(dims);
   if (s.batch == 0 || s.q_heads == 0 || s.q_len == 0) return;
   if constexpr (is_half_v<T>) {
-    if (tensor_cores_enabled() && tc_supported(s.head_dim) && tc_aligned({q, k, v, out})) {
-      tc_forward<T>(q, k, v, dims, out, lse, stream);
+    if (tensor_cores_enabled() && tc_supported(s.head_dim) &&
+        tc_layout_ok({{q, strides.q}, {k, strides.k}, {v, strides.v}, {out, strides.out}})) {
+      tc_forward<T>(q, k, v, dims, strides, out, lse, stream);
       set_last_path(AttentionPath::tensor_core);
       return;
     }
   }
-  const ForwardParams<T> p{q, k, v, out, lse, s, static_cast<acc_t<T>>(dims.scale)};
+  const ForwardParams<T> p{q, k, v, out, lse, s, strides, static_cast<acc_t<T>>(dims.scale)};
   switch (simt_dims_bucket(s.head_dim)) {
     case 4: launch_forward_simt<T, ForwardConfig<T, 4>>(p, stream); break;
     case 8: launch_forward_simt<T, ForwardConfig<T, 8>>(p, stream); break;
@@ -227,9 +228,9 @@ void attention_forward(const T* q, const T* k, const T* v, const AttentionDims& 
   set_last_path(AttentionPath::simt);
 }
 
-#define DTR_INSTANTIATE_CUDA_ATTENTION_FORWARD(T)                                                 \
-  template void attention_forward<T>(const T*, const T*, const T*, const AttentionDims&, T*, \
-                                     acc_t<T>*, cudaStream_t);
+#define DTR_INSTANTIATE_CUDA_ATTENTION_FORWARD(T)                                                      \
+  template void attention_forward<T>(const T*, const T*, const T*, const AttentionDims&,                \
+                                     const AttentionForwardStrides&, T*, acc_t<T>*, cudaStream_t);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_CUDA_ATTENTION_FORWARD)
 
 }  // namespace dtr::kernels::cuda

@@ -117,16 +117,16 @@ __device__ inline const uint16_t* bt_addr(const uint16_t* p, int ld, int lane) {
   return p + (lane % 8 + ((lane / 8) % 2) * 8) * ld + (lane / 16) * 8;
 }
 
-// Copies rows [0, kRows) x [0, kD) of a row-major [*, kD] matrix at `src` into a tile
-// with row stride kLd; rows >= valid become zeros. All threads take part; the caller
-// commits and waits.
+// Copies rows [0, kRows) x [0, kD) of a matrix at `src` with rows `ld` elements apart
+// (16-byte aligned, as tc_layout_ok checks) into a tile with row stride kLd; rows >=
+// valid become zeros. All threads take part; the caller commits and waits.
 template <int kRows, int kD, int kLd>
-__device__ inline void tile_async(uint16_t* tile, const uint16_t* src, int64_t valid) {
+__device__ inline void tile_async(uint16_t* tile, const uint16_t* src, int64_t ld, int64_t valid) {
   constexpr int kChunks = kD / 8;  // 16-byte chunks per row
   for (int i = static_cast<int>(threadIdx.x); i < kRows * kChunks; i += kTcThreads) {
     const int r = i / kChunks, ch = i % kChunks;
     const bool ok = r < valid;
-    cp_async16(tile + r * kLd + ch * 8, ok ? src + int64_t{r} * kD + ch * 8 : src, ok);
+    cp_async16(tile + r * kLd + ch * 8, ok ? src + r * ld + ch * 8 : src, ok);
   }
 }
 
@@ -147,6 +147,7 @@ struct TcForwardParams {
   uint16_t* out;
   float* lse;
   Shape s;
+  AttentionForwardStrides st;
   float scale_log2;  // scale * log2(e)
 };
 
@@ -161,21 +162,22 @@ struct TcBackwardParams {
   uint16_t* dk;
   uint16_t* dv;
   Shape s;
+  AttentionBackwardStrides st;
   float scale;
   float scale_log2;
 };
 
-// Stores a 16 x D accumulator tile (rows row0, row0 + 8 of the lane; n8 tiles of D)
-// times `mul` (per row) as T pairs; rows >= limit are skipped.
+// Stores a 16 x D accumulator tile (rows row0, row0 + 8 of the lane, `ld` elements
+// apart; n8 tiles of D) times `mul` (per row) as T pairs; rows >= limit are skipped.
 template <class T, int kND>
-__device__ inline void store_rows(uint16_t* base, int64_t row0, int64_t limit, int D, const float (&acc)[kND][4],
-                                  float mul0, float mul1, int c) {
+__device__ inline void store_rows(uint16_t* base, int64_t row0, int64_t limit, int64_t ld,
+                                  const float (&acc)[kND][4], float mul0, float mul1, int c) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = row0 + 8 * half;
     if (row >= limit) continue;
     const float mul = half == 0 ? mul0 : mul1;
-    uint16_t* dst = base + row * D + 2 * c;
+    uint16_t* dst = base + row * ld + 2 * c;
 #pragma unroll
     for (int nd = 0; nd < kND; ++nd) {
       *reinterpret_cast<uint32_t*>(dst + nd * 8) =
@@ -205,10 +207,9 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
   const int64_t bh = blockIdx.x % heads;
   const int64_t qb = ceil_div(s.q_len, Br) - 1 - static_cast<int64_t>(blockIdx.x / heads);
   const int64_t t0 = qb * Br;
-  const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
-  const int64_t kv_index = b * s.kv_heads + h / s.group;
-  const uint16_t* const kg = p.k + kv_index * s.kv_len * kD;
-  const uint16_t* const vg = p.v + kv_index * s.kv_len * kD;
+  const int64_t b = bh / s.q_heads, h = bh % s.q_heads, kvh = h / s.group;
+  const uint16_t* const kg = p.k + row_offset(p.st.k, b, kvh, 0);
+  const uint16_t* const vg = p.v + row_offset(p.st.v, b, kvh, 0);
   const int64_t keys = visible_keys(s, min(t0 + Br, s.q_len) - 1);
   const int64_t tiles = ceil_div(keys, Bc);
 
@@ -224,17 +225,17 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
   uint32_t qf[KD][4];
 
   if (tiles > 0) {
-    tile_async<Br, kD, Ld>(Qs, p.q + (bh * s.q_len + t0) * kD, s.q_len - t0);
-    tile_async<Bc, kD, Ld>(Ks, kg, s.kv_len);
-    tile_async<Bc, kD, Ld>(Vs, vg, s.kv_len);
+    tile_async<Br, kD, Ld>(Qs, p.q + row_offset(p.st.q, b, h, t0), p.st.q.row, s.q_len - t0);
+    tile_async<Bc, kD, Ld>(Ks, kg, p.st.k.row, s.kv_len);
+    tile_async<Bc, kD, Ld>(Vs, vg, p.st.v.row, s.kv_len);
     cp_async_commit();
   }
   for (int64_t j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int64_t next = (j + 1) * Bc;
       const int buf = static_cast<int>((j + 1) & 1);
-      tile_async<Bc, kD, Ld>(Ks + buf * Bc * Ld, kg + next * kD, s.kv_len - next);
-      tile_async<Bc, kD, Ld>(Vs + buf * Bc * Ld, vg + next * kD, s.kv_len - next);
+      tile_async<Bc, kD, Ld>(Ks + buf * Bc * Ld, kg + next * p.st.k.row, p.st.k.row, s.kv_len - next);
+      tile_async<Bc, kD, Ld>(Vs + buf * Bc * Ld, vg + next * p.st.v.row, p.st.v.row, s.kv_len - next);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
   l0 = quad_sum(l0);
   l1 = quad_sum(l1);
   const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;  // no key: 0
-  store_rows<T, ND>(p.out + bh * s.q_len * kD, row0, s.q_len, kD, o, inv0, inv1, c);
+  store_rows<T, ND>(p.out + row_offset(p.st.out, b, h, 0), row0, s.q_len, p.st.out.row, o, inv0, inv1, c);
   if (c == 0) {
     if (row0 < s.q_len) p.lse[bh * s.q_len + row0] = l0 > 0.f ? (m0 + log2f(l0)) * kLn2 : neg_inf<float>();
     if (row1 < s.q_len) p.lse[bh * s.q_len + row1] = l1 > 0.f ? (m1 + log2f(l1)) * kLn2 : neg_inf<float>();
@@ -344,8 +345,11 @@ __global__ void __launch_bounds__(kTcThreads) attention_forward_tc(const TcForwa
 // ---------------------------------------------------------------------------------
 // Backward: dk and dv
 
+// For head_dim 64, three blocks per SM: at <= 168 registers their 12 warps fit one
+// register file (ptxas otherwise takes 171 on sm_90 for the strided addressing, which
+// leaves room for two).
 template <class T, int kD>
-__global__ void __launch_bounds__(kTcThreads) attention_dkdv_tc(const TcBackwardParams p) {
+__global__ void __launch_bounds__(kTcThreads, kD == 64 ? 3 : 1) attention_dkdv_tc(const TcBackwardParams p) {
   constexpr int Bc = 64, Br = 32, Ld = kD + 8;
   constexpr int KD = kD / 16;
   constexpr int NT = Br / 8;  // n8 tiles (queries) of an S^T tile
@@ -371,11 +375,12 @@ __global__ void __launch_bounds__(kTcThreads) attention_dkdv_tc(const TcBackward
 
   // The query tile i: head kvh * group + i / per_head, rows from (first_block + i % per_head) * Br.
   auto issue = [&](int64_t i) {
-    const int64_t bh = b * s.q_heads + kvh * s.group + i / per_head;
+    const int64_t h = kvh * s.group + i / per_head, bh = b * s.q_heads + h;
     const int64_t t0 = (first_block + i % per_head) * Br;
     const int buf = static_cast<int>(i & 1);
-    tile_async<Br, kD, Ld>(Qs + buf * Br * Ld, p.q + (bh * s.q_len + t0) * kD, s.q_len - t0);
-    tile_async<Br, kD, Ld>(dOs + buf * Br * Ld, p.dout + (bh * s.q_len + t0) * kD, s.q_len - t0);
+    tile_async<Br, kD, Ld>(Qs + buf * Br * Ld, p.q + row_offset(p.st.q, b, h, t0), p.st.q.row, s.q_len - t0);
+    tile_async<Br, kD, Ld>(dOs + buf * Br * Ld, p.dout + row_offset(p.st.dout, b, h, t0), p.st.dout.row,
+                           s.q_len - t0);
     if (tid < Br) {
       const int64_t t = t0 + tid;
       lse_s[buf * Br + tid] = t < s.q_len ? p.lse[bh * s.q_len + t] * kLog2e : 0.f;
@@ -392,8 +397,8 @@ __global__ void __launch_bounds__(kTcThreads) attention_dkdv_tc(const TcBackward
   const int64_t key0 = s0 + warp * 16 + g, key1 = key0 + 8;  // this lane's accumulator rows
 
   if (tiles > 0) {
-    tile_async<Bc, kD, Ld>(Ks, p.k + (kv_index * s.kv_len + s0) * kD, s.kv_len - s0);
-    tile_async<Bc, kD, Ld>(Vs, p.v + (kv_index * s.kv_len + s0) * kD, s.kv_len - s0);
+    tile_async<Bc, kD, Ld>(Ks, p.k + row_offset(p.st.k, b, kvh, s0), p.st.k.row, s.kv_len - s0);
+    tile_async<Bc, kD, Ld>(Vs, p.v + row_offset(p.st.v, b, kvh, s0), p.st.v.row, s.kv_len - s0);
     issue(0);
     cp_async_commit();
   }
@@ -477,10 +482,10 @@ __global__ void __launch_bounds__(kTcThreads) attention_dkdv_tc(const TcBackward
     __syncthreads();  // every warp is done with buffer i & 1 before it is refilled
   }
 
-  uint16_t* const dk_base = p.dk ? p.dk + kv_index * s.kv_len * kD : nullptr;
-  uint16_t* const dv_base = p.dv ? p.dv + kv_index * s.kv_len * kD : nullptr;
-  if (dk_base) store_rows<T, ND>(dk_base, key0, s.kv_len, kD, dk, p.scale, p.scale, c);
-  if (dv_base) store_rows<T, ND>(dv_base, key0, s.kv_len, kD, dv, 1.f, 1.f, c);
+  uint16_t* const dk_base = p.dk ? p.dk + row_offset(p.st.dk, b, kvh, 0) : nullptr;
+  uint16_t* const dv_base = p.dv ? p.dv + row_offset(p.st.dv, b, kvh, 0) : nullptr;
+  if (dk_base) store_rows<T, ND>(dk_base, key0, s.kv_len, p.st.dk.row, dk, p.scale, p.scale, c);
+  if (dv_base) store_rows<T, ND>(dv_base, key0, s.kv_len, p.st.dv.row, dv, 1.f, 1.f, c);
 }
 
 // ---------------------------------------------------------------------------------
@@ -505,10 +510,9 @@ __global__ void __launch_bounds__(kTcThreads) attention_dq_tc(const TcBackwardPa
   const int64_t bh = blockIdx.x % heads;
   const int64_t qb = ceil_div(s.q_len, Br) - 1 - static_cast<int64_t>(blockIdx.x / heads);
   const int64_t t0 = qb * Br;
-  const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
-  const int64_t kv_index = b * s.kv_heads + h / s.group;
-  const uint16_t* const kg = p.k + kv_index * s.kv_len * kD;
-  const uint16_t* const vg = p.v + kv_index * s.kv_len * kD;
+  const int64_t b = bh / s.q_heads, h = bh % s.q_heads, kvh = h / s.group;
+  const uint16_t* const kg = p.k + row_offset(p.st.k, b, kvh, 0);
+  const uint16_t* const vg = p.v + row_offset(p.st.v, b, kvh, 0);
   const int64_t keys = visible_keys(s, min(t0 + Br, s.q_len) - 1);
   const int64_t tiles = ceil_div(keys, Bc);
 
@@ -527,18 +531,18 @@ __global__ void __launch_bounds__(kTcThreads) attention_dq_tc(const TcBackwardPa
   uint32_t qf[KD][4], df[KD][4];
 
   if (tiles > 0) {
-    tile_async<Br, kD, Ld>(Qs, p.q + (bh * s.q_len + t0) * kD, s.q_len - t0);
-    tile_async<Br, kD, Ld>(dOs, p.dout + (bh * s.q_len + t0) * kD, s.q_len - t0);
-    tile_async<Bc, kD, Ld>(Ks, kg, s.kv_len);
-    tile_async<Bc, kD, Ld>(Vs, vg, s.kv_len);
+    tile_async<Br, kD, Ld>(Qs, p.q + row_offset(p.st.q, b, h, t0), p.st.q.row, s.q_len - t0);
+    tile_async<Br, kD, Ld>(dOs, p.dout + row_offset(p.st.dout, b, h, t0), p.st.dout.row, s.q_len - t0);
+    tile_async<Bc, kD, Ld>(Ks, kg, p.st.k.row, s.kv_len);
+    tile_async<Bc, kD, Ld>(Vs, vg, p.st.v.row, s.kv_len);
     cp_async_commit();
   }
   for (int64_t j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       const int64_t next = (j + 1) * Bc;
       const int buf = static_cast<int>((j + 1) & 1);
-      tile_async<Bc, kD, Ld>(Ks + buf * Bc * Ld, kg + next * kD, s.kv_len - next);
-      tile_async<Bc, kD, Ld>(Vs + buf * Bc * Ld, vg + next * kD, s.kv_len - next);
+      tile_async<Bc, kD, Ld>(Ks + buf * Bc * Ld, kg + next * p.st.k.row, p.st.k.row, s.kv_len - next);
+      tile_async<Bc, kD, Ld>(Vs + buf * Bc * Ld, vg + next * p.st.v.row, p.st.v.row, s.kv_len - next);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -603,7 +607,7 @@ __global__ void __launch_bounds__(kTcThreads) attention_dq_tc(const TcBackwardPa
     __syncthreads();
   }
 
-  store_rows<T, ND>(p.dq + bh * s.q_len * kD, row0, s.q_len, kD, dq, p.scale, p.scale, c);
+  store_rows<T, ND>(p.dq + row_offset(p.st.dq, b, h, 0), row0, s.q_len, p.st.dq.row, dq, p.scale, p.scale, c);
 }
 
 // ---------------------------------------------------------------------------------
@@ -652,22 +656,28 @@ void launch_backward(const TcBackwardParams& p, cudaStream_t stream) {
 
 bool tc_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
-bool tc_aligned(std::initializer_list<const void*> pointers) {
-  for (const void* ptr : pointers) {
-    if (!is_aligned16(ptr)) return false;
+bool tc_layout_ok(std::initializer_list<TcOperand> operands) {
+  constexpr int64_t kChunk = 8;  // 16-bit elements per 16-byte copy
+  for (const TcOperand& x : operands) {
+    if (x.ptr == nullptr) continue;
+    const AttentionStrides& st = x.strides;
+    if (!is_aligned16(x.ptr) || st.batch % kChunk != 0 || st.head % kChunk != 0 || st.row % kChunk != 0) {
+      return false;
+    }
   }
   return true;
 }
 
 template <class T>
-void tc_forward(const T* q, const T* k, const T* v, const AttentionDims& dims, T* out, float* lse,
-                cudaStream_t stream) {
+void tc_forward(const T* q, const T* k, const T* v, const AttentionDims& dims,
+                const AttentionForwardStrides& strides, T* out, float* lse, cudaStream_t stream) {
   const TcForwardParams p{reinterpret_cast<const uint16_t*>(q),
                           reinterpret_cast<const uint16_t*>(k),
                           reinterpret_cast<const uint16_t*>(v),
                           reinterpret_cast<uint16_t*>(out),
                           lse,
                           shape_of(dims),
+                          strides,
                           static_cast<float>(dims.scale * 1.4426950408889634)};
   if (dims.head_dim == 64) {
     launch_forward<T, 64>(p, stream);
@@ -678,7 +688,8 @@ void tc_forward(const T* q, const T* k, const T* v, const AttentionDims& dims, T
 
 template <class T>
 void tc_backward(const T* q, const T* k, const T* v, const float* lse, const T* dout, const float* delta,
-                 const AttentionDims& dims, T* dq, T* dk, T* dv, cudaStream_t stream) {
+                 const AttentionDims& dims, const AttentionBackwardStrides& strides, T* dq, T* dk, T* dv,
+                 cudaStream_t stream) {
   const TcBackwardParams p{reinterpret_cast<const uint16_t*>(q),
                            reinterpret_cast<const uint16_t*>(k),
                            reinterpret_cast<const uint16_t*>(v),
@@ -689,6 +700,7 @@ void tc_backward(const T* q, const T* k, const T* v, const float* lse, const T* 
                            reinterpret_cast<uint16_t*>(dk),
                            reinterpret_cast<uint16_t*>(dv),
                            shape_of(dims),
+                           strides,
                            static_cast<float>(dims.scale),
                            static_cast<float>(dims.scale * 1.4426950408889634)};
   if (dims.head_dim == 64) {
@@ -698,12 +710,15 @@ void tc_backward(const T* q, const T* k, const T* v, const float* lse, const T* 
   }
 }
 
-template void tc_forward<bf16>(const bf16*, const bf16*, const bf16*, const AttentionDims&, bf16*, float*,
-                               cudaStream_t);
-template void tc_forward<f16>(const f16*, const f16*, const f16*, const AttentionDims&, f16*, float*, cudaStream_t);
+template void tc_forward<bf16>(const bf16*, const bf16*, const bf16*, const AttentionDims&,
+                               const AttentionForwardStrides&, bf16*, float*, cudaStream_t);
+template void tc_forward<f16>(const f16*, const f16*, const f16*, const AttentionDims&,
+                              const AttentionForwardStrides&, f16*, float*, cudaStream_t);
 template void tc_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*, const bf16*, const float*,
-                                const AttentionDims&, bf16*, bf16*, bf16*, cudaStream_t);
+                                const AttentionDims&, const AttentionBackwardStrides&, bf16*, bf16*, bf16*,
+                                cudaStream_t);
 template void tc_backward<f16>(const f16*, const f16*, const f16*, const float*, const f16*, const float*,
-                               const AttentionDims&, f16*, f16*, f16*, cudaStream_t);
+                               const AttentionDims&, const AttentionBackwardStrides&, f16*, f16*, f16*,
+                               cudaStream_t);
 
 }  // namespace dtr::kernels::cuda::attention_detail

@@ -18,17 +18,27 @@
 namespace dtr::kernels::cuda::attention_detail {
 
 // Whether the tensor-core kernels take this head_dim (64 or 128); the caller also
-// needs 16-byte aligned pointers (tc_aligned).
+// needs every operand to pass tc_layout_ok.
 bool tc_supported(int64_t head_dim);
-bool tc_aligned(std::initializer_list<const void*> pointers);  // null counts as aligned
+
+// One operand of a kernel: its pointer and strides.
+struct TcOperand {
+  const void* ptr;
+  AttentionStrides strides;
+};
+// Whether the kernels can move every row of these operands with 16-byte copies and
+// stores: each pointer 16-byte aligned and each batch, head and row stride a multiple
+// of 8 elements. A null operand (a gradient not asked for) qualifies.
+bool tc_layout_ok(std::initializer_list<TcOperand> operands);
 
 // T is bf16 or f16. Same contracts as attention_forward / the dq, dk, dv part of
 // attention_backward (delta already holds dout_t.out_t).
 template <class T>
-void tc_forward(const T* q, const T* k, const T* v, const AttentionDims& dims, T* out, float* lse,
-                cudaStream_t stream);
+void tc_forward(const T* q, const T* k, const T* v, const AttentionDims& dims,
+                const AttentionForwardStrides& strides, T* out, float* lse, cudaStream_t stream);
 template <class T>
 void tc_backward(const T* q, const T* k, const T* v, const float* lse, const T* dout, const float* delta,
-                 const AttentionDims& dims, T* dq, T* dk, T* dv, cudaStream_t stream);
+                 const AttentionDims& dims, const AttentionBackwardStrides& strides, T* dq, T* dk, T* dv,
+                 cudaStream_t stream);
 
 }  // namespace dtr::kernels::cuda::attention_detail

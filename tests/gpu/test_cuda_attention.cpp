@@ -5,9 +5,13 @@
 // causal or not, for f32, bf16 and f16 (bf16/f16 on both the tensor-core and the
 // CUDA-core kernels), plus f64, D = 256, non-contiguous inputs, the kernels' lse
 // (kernels/cuda/attention.h against kernels/cpu/attention.h), rows that see no key,
-// empty sizes, run-to-run determinism and errors. Inputs are fresh random numbers each
-// run (the seed is printed on failure): q, k uniform in [-2, 2) (a peaked softmax),
-// v and dout in [-1, 1).
+// empty sizes, run-to-run determinism and errors. Strided operands, read and written
+// in place: q, k, v stored [B, L, H, D] as an attention layer passes them (out and the
+// gradients must come back in that order), slices of one fused qkv buffer, and rows
+// padded to an odd stride (CUDA-core kernels only); and the strided kernel overloads
+// against the contiguous ones on contiguous copies, bitwise. Inputs are fresh random
+// numbers each run (the seed is printed on failure): q, k uniform in [-2, 2) (a peaked
+// softmax), v and dout in [-1, 1).
 //
 // Tolerances. Both devices compute in f32 (f64 for f64) from the same rounded inputs,
 // in different orders. The output is compared element by element,
@@ -30,6 +34,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -181,6 +186,206 @@ void check_case(const Case& c, std::mt19937& gen) {
   }
 }
 
+// How a test lays out q, k, v (or out, dq, dk, dv) in memory; the op sees [B, H, L, D].
+enum class Layout {
+  bthd,    // each stored [B, L, H, D], seen through transpose(1, 2), as an attention layer passes them
+  fused,   // slices of one [B, L, Hq + 2 Hkv, D] buffer (a fused qkv projection; needs T == S)
+  padded,  // each stored [B, H, L, D + 3], narrowed to D: rows D + 3 apart, so no 16-byte vectors
+};
+
+std::string name_of(Layout layout) {
+  switch (layout) {
+    case Layout::bthd: return "bthd";
+    case Layout::fused: return "fused";
+    default: return "padded";
+  }
+}
+
+// The [B, H, L, D] q, k, v (head counts Hq, Hkv) seen in `storage`, the buffers of
+// `layout` (or their gradients, which have the same shapes).
+std::array<Tensor, 3> views_of(Layout layout, const std::vector<Tensor>& storage, int64_t Hq, int64_t Hkv,
+                               int64_t D) {
+  switch (layout) {
+    case Layout::bthd:
+      return {storage[0].transpose(1, 2), storage[1].transpose(1, 2), storage[2].transpose(1, 2)};
+    case Layout::fused:
+      return {storage[0].narrow(2, 0, Hq).transpose(1, 2), storage[0].narrow(2, Hq, Hkv).transpose(1, 2),
+              storage[0].narrow(2, Hq + Hkv, Hkv).transpose(1, 2)};
+    default:
+      return {storage[0].narrow(3, 0, D), storage[1].narrow(3, 0, D), storage[2].narrow(3, 0, D)};
+  }
+}
+
+// Gpu buffers of `layout` holding the values of the cpu [B, H, L, D] tensors q, k, v
+// (padding zero), optionally requiring grad; see them through views_of.
+std::vector<Tensor> gpu_storage(Layout layout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                bool requires_grad) {
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1);
+  const TensorOptions cpu{.dtype = q.dtype()};
+  std::vector<Tensor> storage;
+  switch (layout) {
+    case Layout::bthd:
+      for (const Tensor* x : {&q, &k, &v}) storage.push_back(x->transpose(1, 2).contiguous().to(kGpu));
+      break;
+    case Layout::fused: {
+      REQUIRE(k.size(2) == T);
+      const Tensor buffer = empty({B, T, Hq + 2 * Hkv, D}, cpu);
+      buffer.narrow(2, 0, Hq).copy_(q.transpose(1, 2));
+      buffer.narrow(2, Hq, Hkv).copy_(k.transpose(1, 2));
+      buffer.narrow(2, Hq + Hkv, Hkv).copy_(v.transpose(1, 2));
+      storage.push_back(buffer.to(kGpu));
+      break;
+    }
+    case Layout::padded:
+      for (const Tensor* x : {&q, &k, &v}) {
+        const Tensor buffer = zeros({x->size(0), x->size(1), x->size(2), D + 3}, cpu);
+        buffer.narrow(3, 0, D).copy_(*x);
+        storage.push_back(buffer.to(kGpu));
+      }
+      break;
+  }
+  if (requires_grad) {
+    for (const Tensor& x : storage) x.requires_grad_();
+  }
+  return storage;
+}
+
+// Whether `t` ([B, H, L, D]) is stored with its rows outside its heads, [B, L, H, D].
+bool rows_outside_heads(const Tensor& t) { return t.stride(1) < t.stride(2); }
+
+// The dout of a case stored [B, T, H, D] on the gpu, as the backward of an attention
+// layer's transpose(1, 2) hands it over.
+Tensor bthd_dout(const Inputs& in) { return in.dout.transpose(1, 2).contiguous().to(kGpu).transpose(1, 2); }
+
+struct StridedOutputs {
+  Outputs got;                   // out and the gradients of q, k, v as [B, H, L, D] views
+  bool out_in_q_order = false;   // out's storage order of dims is q's
+  int grads_in_input_order = 0;  // of q, k, v: those whose gradient came stored in their order of dims
+};
+
+// Forward and backward of the op on q, k, v in `layout` on the gpu, with a [B, T, H, D]
+// stored dout.
+StridedOutputs run_op_strided(const Inputs& in, bool causal, Layout layout) {
+  const int64_t Hq = in.q.size(1), Hkv = in.k.size(1), D = in.q.size(3);
+  const std::vector<Tensor> storage = gpu_storage(layout, in.q, in.k, in.v, /*requires_grad=*/true);
+  const std::array<Tensor, 3> x = views_of(layout, storage, Hq, Hkv, D);
+  StridedOutputs r;
+  for (const Tensor& t : x) {
+    t.register_hook([&r, order = rows_outside_heads(t)](const Tensor& g) {
+      if (g.stride(3) == 1 && rows_outside_heads(g) == order) ++r.grads_in_input_order;
+      return Tensor();
+    });
+  }
+  const Tensor out = scaled_dot_product_attention(x[0], x[1], x[2], causal);
+  r.out_in_q_order = out.stride(3) == 1 && rows_outside_heads(out) == rows_outside_heads(x[0]);
+  out.backward(bthd_dout(in));
+  std::vector<Tensor> grads;
+  for (const Tensor& t : storage) grads.push_back(t.grad());
+  const std::array<Tensor, 3> g = views_of(layout, grads, Hq, Hkv, D);
+  r.got = {out, g[0], g[1], g[2]};
+  return r;
+}
+
+// The op on q, k, v in `layout` against the op on contiguous cpu tensors; bf16/f16 on
+// both kernel families where the case and the layout allow tensor cores.
+void check_strided_case(const Case& c, Layout layout, std::mt19937& gen) {
+  CAPTURE(describe(c), name_of(layout));
+  const Inputs in = make_inputs(c, gen);
+  const Outputs want = run_op(in, c.causal, kCpu);
+  const Tolerance tol = tolerance(c.dtype);
+  const bool half = c.dtype == DType::bf16 || c.dtype == DType::f16;
+  for (const bool tensor_cores : {true, false}) {
+    if (!tensor_cores && !half) continue;
+    CAPTURE(tensor_cores);
+    StridedOutputs got;
+    {
+      const TensorCores scope(tensor_cores);
+      got = run_op_strided(in, c.causal, layout);
+    }
+    // Padded rows (D + 3 apart) cannot take 16-byte copies: the CUDA-core kernels run.
+    const bool tc_case = tensor_cores && half && (c.D == 64 || c.D == 128) && layout != Layout::padded;
+    CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_case);
+    CHECK(got.out_in_q_order);
+    CHECK(got.grads_in_input_order == 3);
+    if (layout == Layout::bthd) {
+      // The layer's transpose back and merge of the heads is then a view, not a copy.
+      const Tensor merged = got.got.out.transpose(1, 2).reshape({c.B, c.T, c.Hq * c.D});
+      CHECK(merged.is_contiguous());
+      CHECK(merged.raw_data() == got.got.out.raw_data());
+    }
+    REQUIRE(got.got.out.dtype() == c.dtype);
+    REQUIRE(got.got.out.sizes() == want.out.sizes());
+    CHECK_CLOSE(got.got.out, want.out, tol.atol, tol.rtol);
+    CHECK(relative_error(got.got.dq, want.dq) <= tol.grad);
+    CHECK(relative_error(got.got.dk, want.dk) <= tol.grad);
+    CHECK(relative_error(got.got.dv, want.dv) <= tol.grad);
+  }
+}
+
+kernels::cuda::AttentionStrides strides_of(const Tensor& t) {
+  return {.batch = t.stride(0), .head = t.stride(1), .row = t.stride(2)};
+}
+
+// The strided kernel overloads on q, k, v, dout, out, dq, dk, dv in `layout` against the
+// contiguous overloads on contiguous copies: the same path, bitwise the same out, lse,
+// delta and gradients (strides move addresses, never the order of a sum).
+template <class T>
+void check_kernel_layout(const Case& c, Layout layout, std::mt19937& gen) {
+  using A = acc_t<T>;
+  CAPTURE(describe(c), name_of(layout));
+  const Inputs in = make_inputs(c, gen);
+  const kernels::cpu::AttentionDims dims{.batch = c.B, .q_heads = c.Hq, .kv_heads = c.Hkv, .q_len = c.T,
+                                         .kv_len = c.S, .head_dim = c.D, .causal = c.causal,
+                                         .scale = 1.0 / std::sqrt(static_cast<double>(c.D))};
+  const auto x = views_of(layout, gpu_storage(layout, in.q, in.k, in.v, false), c.Hq, c.Hkv, c.D);
+  const Tensor dout = bthd_dout(in);
+  // Outputs in the same layout, zero-filled (so is their padding).
+  const Tensor out = views_of(layout, gpu_storage(layout, zeros_like(in.q), in.k, in.v, false), c.Hq, c.Hkv,
+                              c.D)[0];
+  const auto g = views_of(layout, gpu_storage(layout, zeros_like(in.q), zeros_like(in.k), zeros_like(in.v), false),
+                          c.Hq, c.Hkv, c.D);
+  const Tensor qc = x[0].contiguous(), kc = x[1].contiguous(), vc = x[2].contiguous(), doutc = dout.contiguous();
+  const TensorOptions acc{.dtype = dtype_of<A>, .device = kGpu};
+  const TensorOptions cont{.dtype = c.dtype, .device = kGpu};
+  Tensor lse = empty({c.B, c.Hq, c.T}, acc), lse_c = empty({c.B, c.Hq, c.T}, acc);
+  Tensor delta = empty({c.B, c.Hq, c.T}, acc), delta_c = empty({c.B, c.Hq, c.T}, acc);
+  Tensor out_c = empty(qc.sizes(), cont), dq_c = empty(qc.sizes(), cont);
+  Tensor dk_c = empty(kc.sizes(), cont), dv_c = empty(vc.sizes(), cont);
+  const cudaStream_t stream = cuda::current_stream(0);
+  namespace kcuda = kernels::cuda;
+
+  kcuda::attention_forward<T>(x[0].data<T>(), x[1].data<T>(), x[2].data<T>(), dims,
+                              {strides_of(x[0]), strides_of(x[1]), strides_of(x[2]), strides_of(out)},
+                              out.data<T>(), lse.data<A>(), stream);
+  const kcuda::AttentionPath forward_path = kcuda::attention_last_path();
+  kcuda::attention_forward<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), dims, out_c.data<T>(), lse_c.data<A>(),
+                              stream);
+  CHECK(forward_path == kcuda::attention_last_path());
+  CHECK(same_bits(out, out_c));
+  CHECK(same_bits(lse, lse_c));
+
+  const kcuda::AttentionBackwardStrides strides{strides_of(x[0]), strides_of(x[1]), strides_of(x[2]),
+                                                strides_of(out), strides_of(dout), strides_of(g[0]),
+                                                strides_of(g[1]), strides_of(g[2])};
+  kcuda::attention_backward<T>(x[0].data<T>(), x[1].data<T>(), x[2].data<T>(), out.data<T>(), lse.data<A>(),
+                               dout.data<T>(), dims, strides, g[0].data<T>(), g[1].data<T>(), g[2].data<T>(),
+                               delta.data<A>(), stream);
+  const kcuda::AttentionPath backward_path = kcuda::attention_last_path();
+  kcuda::attention_backward<T>(qc.data<T>(), kc.data<T>(), vc.data<T>(), out_c.data<T>(), lse_c.data<A>(),
+                               doutc.data<T>(), dims, dq_c.data<T>(), dk_c.data<T>(), dv_c.data<T>(),
+                               delta_c.data<A>(), stream);
+  CHECK(backward_path == kcuda::attention_last_path());
+  CHECK(same_bits(delta, delta_c));
+  CHECK(same_bits(g[0], dq_c));
+  CHECK(same_bits(g[1], dk_c));
+  CHECK(same_bits(g[2], dv_c));
+  // The padding around the strided outputs stays untouched (zero).
+  if (layout == Layout::padded) {
+    const Tensor padded_out = out.as_strided({c.B, c.Hq, c.T, 3}, out.strides(), out.storage_offset() + c.D);
+    for (const double value : values_of(padded_out)) CHECK(value == 0.0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda attention forward and gradients match the cpu over shapes, heads, dtypes and masks",
@@ -255,6 +460,65 @@ TEST_CASE("cuda attention takes non-contiguous q, k, v like the cpu", "[gpu][att
     CHECK(relative_error(got.dq, want.dq) <= tol.grad);
     CHECK(relative_error(got.dk, want.dk) <= tol.grad);
     CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+  }
+}
+
+TEST_CASE("cuda attention reads [B, T, H, D] views in place and answers in their layout", "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // D 64 takes the tensor cores (bf16/f16), D 40 the CUDA-core kernels; T != S too.
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {8, 2}, {6, 1}}) {
+      for (const bool causal : {false, true}) {
+        check_strided_case({2, hq, hkv, 70, 70, 64, causal, dtype}, Layout::bthd, gen);
+        check_strided_case({1, hq, hkv, 37, 45, 40, causal, dtype}, Layout::bthd, gen);
+      }
+    }
+    check_strided_case({1, 2, 1, 33, 65, 128, true, dtype}, Layout::bthd, gen);
+  }
+}
+
+TEST_CASE("cuda attention takes q, k, v sliced from a fused buffer and rows of odd stride", "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const bool causal : {false, true}) {
+      // Fused: rows (Hq + 2 Hkv) D apart, heads D apart (multiples of 8: tensor cores).
+      check_strided_case({2, 4, 4, 70, 70, 64, causal, dtype}, Layout::fused, gen);
+      check_strided_case({2, 8, 2, 65, 65, 64, causal, dtype}, Layout::fused, gen);
+      check_strided_case({1, 6, 3, 40, 40, 36, causal, dtype}, Layout::fused, gen);
+      // Padded: rows D + 3 apart (odd), on the CUDA-core kernels whatever the dtype.
+      check_strided_case({2, 4, 2, 70, 45, 64, causal, dtype}, Layout::padded, gen);
+      check_strided_case({1, 2, 2, 33, 33, 128, causal, dtype}, Layout::padded, gen);
+    }
+  }
+}
+
+TEST_CASE("cuda attention kernels give bitwise the same results for strided and contiguous operands",
+          "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  for (const DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (const bool tensor_cores : {true, false}) {
+      if (tensor_cores && (dtype == DType::f32 || dtype == DType::f64)) continue;  // CUDA-core kernels only
+      CAPTURE(tensor_cores);
+      const TensorCores scope(tensor_cores);
+      dispatch_floating(dtype, "test", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        check_kernel_layout<T>({2, 8, 2, 70, 70, 64, true, dtype}, Layout::bthd, gen);
+        check_kernel_layout<T>({1, 4, 4, 37, 45, 40, false, dtype}, Layout::bthd, gen);
+        check_kernel_layout<T>({2, 4, 2, 65, 65, 128, true, dtype}, Layout::fused, gen);
+        check_kernel_layout<T>({1, 6, 3, 40, 40, 36, false, dtype}, Layout::fused, gen);
+        // Strided operands that only the CUDA-core kernels take: compared on those.
+        if (!tensor_cores) {
+          check_kernel_layout<T>({2, 4, 2, 70, 45, 64, true, dtype}, Layout::padded, gen);
+          check_kernel_layout<T>({1, 2, 1, 33, 33, 80, false, dtype}, Layout::padded, gen);
+        }
+      });
+    }
   }
 }
 
