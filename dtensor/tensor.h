@@ -68,6 +68,9 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   // True when both handles refer to the same tensor object (not merely the same data).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // How many handles share this tensor object (autograd takes over a gradient
+  // nobody else holds instead of copying it).
+  long use_count() const { return impl_.use_count(); }
 
   // --- metadata ---
   const Shape& sizes() const;

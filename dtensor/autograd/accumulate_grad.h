@@ -1,6 +1,9 @@
 // AccumulateGrad: the node at the end of every path to a leaf that requires
-// grad. It runs the leaf's hooks, then adds the gradient into leaf.grad()
-// (allocated under MemoryTag::grad on first use, added in place afterwards).
+// grad. It runs the leaf's hooks, then adds the gradient into leaf.grad(). On
+// first use leaf.grad() takes over the incoming gradient when nothing else holds
+// it and it is a dense, contiguous tensor of the leaf's dtype and device owning its
+// whole storage (re-counted under MemoryTag::grad); otherwise it is a fresh copy
+// under MemoryTag::grad. Later gradients are added in place.
 #pragma once
 
 #include "dtensor/autograd/node.h"

@@ -106,9 +106,16 @@ void run_graph(const std::vector<Edge>& root_edges, const std::vector<Tensor>& r
     grads = node->run_pre_hooks(std::move(grads));
     std::vector<Tensor> grad_inputs;
     if (fill_missing(*node, grads)) {
-      grad_inputs = node->apply(grads);
-      check_gradients(*node, grad_inputs);
-      node->run_post_hooks(grad_inputs, grads);
+      // Without post hooks the node gets the only handles to its gradients, so that
+      // AccumulateGrad can keep one as .grad instead of copying it.
+      if (node->has_post_hooks()) {
+        grad_inputs = node->apply(grads);
+        check_gradients(*node, grad_inputs);
+        node->run_post_hooks(grad_inputs, grads);
+      } else {
+        grad_inputs = node->apply(std::move(grads));
+        check_gradients(*node, grad_inputs);
+      }
     }
     executed.push_back(node->shared_from_this());
     for (size_t i = 0; i < node->next_edges().size(); ++i) {

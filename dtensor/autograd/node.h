@@ -74,6 +74,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // Used by the engine.
   std::vector<Tensor> run_pre_hooks(std::vector<Tensor> grads) const;
   void run_post_hooks(const std::vector<Tensor>& grad_inputs, const std::vector<Tensor>& grad_outputs) const;
+  bool has_post_hooks() const { return !post_hooks_.empty(); }
 
  private:
   struct PreHook {

@@ -148,14 +148,14 @@ class LinearBackward final : public autograd::Node {
     const int64_t out_features = g.size(-1);
     const int64_t rows = numel_of(Shape(g.sizes().begin(), g.sizes().end() - 1));  // also when out_features == 0
     std::vector<Tensor> out(has_bias_ ? 3 : 2);
+    const Tensor g2 = g.reshape({rows, out_features});
+    // The bias first: a reduction over rows may take a transient copy of g (the cpu's
+    // reduce transposes), best made before the other gradients exist.
+    if (has_bias_ && needs_input_grad(2)) out[2] = sum(g2, {0});
     if (needs_input_grad(0)) out[0] = matmul(g, weight_.unpack(*this)).reshape(x_shape_);
-    if (needs_input_grad(1) || (has_bias_ && needs_input_grad(2))) {
-      const Tensor g2 = g.reshape({rows, out_features});
-      if (needs_input_grad(1)) {
-        const Tensor x = x_.unpack(*this);
-        out[1] = mm(g2.t(), x.reshape({rows, x.size(-1)}));
-      }
-      if (has_bias_ && needs_input_grad(2)) out[2] = sum(g2, {0});
+    if (needs_input_grad(1)) {
+      const Tensor x = x_.unpack(*this);
+      out[1] = mm(g2.t(), x.reshape({rows, x.size(-1)}));
     }
     return out;
   }

@@ -6,6 +6,8 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/reduce.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>
@@ -207,4 +209,59 @@ TEST_CASE("autograd rejects bad input with clear messages", "[autograd]") {
   CHECK_THROWS_WITH(x.set_grad(zeros({3})), Catch::Contains("set_grad: gradient of shape [3]"));
   // A conversion to an integer dtype simply carries no gradient.
   CHECK_FALSE(x.to(DType::i64).requires_grad());
+}
+
+TEST_CASE("a leaf's first gradient is taken over when nothing else holds it, else copied", "[autograd]") {
+  Tensor c = iota({4}) + 1;
+  SECTION("a fresh, contiguous gradient becomes .grad itself, counted as a gradient") {
+    Tensor x = iota({4}).requires_grad_();
+    const void* incoming = nullptr;
+    x.register_hook([&](const Tensor& g) {
+      incoming = g.raw_data();  // the address only: holding g would forbid the takeover
+      return Tensor();
+    });
+    scale_by_saved(x, c).backward(from_vector<double>({1, 1, 1, 1}));
+    CHECK(x.grad().raw_data() == incoming);
+    CHECK(x.grad().storage().tag() == MemoryTag::grad);
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 2, 3, 4});
+    // The second backward adds into it in place.
+    const void* first = incoming;
+    scale_by_saved(x, c).backward(from_vector<double>({1, 1, 1, 1}));
+    CHECK(x.grad().raw_data() == first);
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 4, 6, 8});
+  }
+  SECTION("a gradient someone else holds is copied, so .grad never aliases it") {
+    Tensor x = iota({4}).requires_grad_();
+    Tensor kept;
+    x.register_hook([&](const Tensor& g) {
+      kept = g;
+      return Tensor();
+    });
+    scale_by_saved(x, c).backward(from_vector<double>({1, 1, 1, 1}));
+    CHECK(x.grad().raw_data() != kept.raw_data());
+    scale_by_saved(x, c).backward(from_vector<double>({1, 1, 1, 1}));
+    CHECK(kept.to_vector<double>() == std::vector<double>{1, 2, 3, 4});
+  }
+  SECTION("the gradient passed to backward() by the caller is copied") {
+    Tensor x = iota({4}).requires_grad_();
+    Tensor upstream = from_vector<double>({1, 2, 3, 4});
+    x.backward(upstream);
+    CHECK(x.grad().raw_data() != upstream.raw_data());
+    x.backward(upstream);
+    CHECK(upstream.to_vector<double>() == std::vector<double>{1, 2, 3, 4});
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 4, 6, 8});
+  }
+  SECTION("one gradient sent to two leaves is copied for the first, taken by the second") {
+    Tensor x = iota({4}).requires_grad_(), y = iota({4}).requires_grad_();
+    (x + y).backward(from_vector<double>({1, 1, 1, 1}));
+    CHECK(x.grad().raw_data() != y.grad().raw_data());
+    add_(x.grad(), x.grad());
+    CHECK(y.grad().to_vector<double>() == std::vector<double>{1, 1, 1, 1});
+  }
+  SECTION("an expanded (broadcast) gradient is copied into a dense .grad") {
+    Tensor x = iota({2, 3}).requires_grad_();
+    sum(x).backward();
+    CHECK(x.grad().is_contiguous());
+    CHECK(x.grad().to_vector<double>() == std::vector<double>(6, 1.0));
+  }
 }
