@@ -1,7 +1,8 @@
 // Helpers shared by the single-GPU tests (tests/gpu/*.cpp), which check the cuda
 // ops against the same ops on the cpu: the two devices, dtype lists and names,
 // random cpu inputs, values and bits read back to the host, the relative error of
-// a result, the output-rounding tolerances, and a fresh seed per test case.
+// a result, the output-rounding tolerances, a fresh seed per test case, and a scope
+// that switches the wgmma GEMM off.
 // Comparisons whose tolerance formula belongs to one op (Mismatches / compare,
 // bit_difference, CHECK_CLOSE) stay in the test files that use them.
 //
@@ -15,6 +16,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/random.h"
 #include "dtensor/tensor.h"
+#include "kernels/cuda/gemm.h"
 
 #include <catch2/catch.hpp>
 
@@ -112,5 +114,13 @@ std::string error_of(F&& f) {
   }
   return "";
 }
+
+// Switches the Hopper wgmma GEMM off for one scope: the mma.sync kernels then run.
+struct WgmmaOff {
+  WgmmaOff() { kernels::cuda::gemm_enable_wgmma(false); }
+  ~WgmmaOff() { kernels::cuda::gemm_enable_wgmma(true); }
+  WgmmaOff(const WgmmaOff&) = delete;
+  WgmmaOff& operator=(const WgmmaOff&) = delete;
+};
 
 }  // namespace dtr::testing::gpu

@@ -7,6 +7,7 @@
 // cases mostly run on the wgmma path; further cases check which path ran (wgmma on the
 // shapes it accepts, mma.sync on those it declines) and run the shape table again with
 // the wgmma path switched off, so that both kernels are checked on every H100.
+#include "gpu_test_support.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_sm90.h"
 
@@ -185,11 +186,7 @@ std::string path_name(kc::GemmPath p) {
   return "?";
 }
 
-// Switches the wgmma path off (or forces a tile width) for one scope.
-struct WgmmaOff {
-  WgmmaOff() { kc::gemm_enable_wgmma(false); }
-  ~WgmmaOff() { kc::gemm_enable_wgmma(true); }
-};
+// Forces a tile width of the wgmma path for one scope.
 struct TileWidth {
   explicit TileWidth(int bn) { kc::sm90::set_tile_n(bn); }
   ~TileWidth() { kc::sm90::set_tile_n(0); }
@@ -248,7 +245,7 @@ TEMPLATE_TEST_CASE("gemm_batched with batch strides, broadcasts, alpha and beta"
 }
 
 TEMPLATE_TEST_CASE("gemm mma.sync kernels with the wgmma path switched off", "[gpu][gemm]", bf16, f16) {
-  const WgmmaOff off;
+  const dtr::testing::gpu::WgmmaOff off;
   std::mt19937 rng(4321);
   struct Dims {
     int64_t m, n, k;

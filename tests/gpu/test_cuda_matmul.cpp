@@ -14,7 +14,6 @@
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
-#include "kernels/cuda/gemm.h"
 
 #include <catch2/catch.hpp>
 
@@ -141,12 +140,6 @@ TEST_CASE("a backward through matmul, addmm, log_softmax and max on cuda matches
 }
 
 namespace {
-
-// Switches the Hopper wgmma GEMM off for one scope (the mma.sync kernels then run).
-struct WgmmaOff {
-  WgmmaOff() { kernels::cuda::gemm_enable_wgmma(false); }
-  ~WgmmaOff() { kernels::cuda::gemm_enable_wgmma(true); }
-};
 
 // The largest |a - b| / |b| over elements with b != 0, and |a - b| where b == 0.
 double worst_element_error(const Tensor& a, const Tensor& b) {

@@ -29,6 +29,21 @@ std::shared_ptr<nn::Sequential> make_mlp(int64_t dim, int64_t hidden, bool bias 
   return mlp;
 }
 
+// One forward and backward of the TP model and of the reference on the same input
+// [3, 2, dim] and output gradient: outputs and input gradients must agree.
+void check_forward_backward(nn::Module& model, nn::Module& reference, int64_t dim) {
+  const Tensor x_full = random_full({3, 2, dim}, 7);
+  Tensor x = x_full.clone().requires_grad_();
+  Tensor x_ref = x_full.clone().requires_grad_();
+  Tensor y = model(x);
+  Tensor y_ref = reference(x_ref);
+  require_close(y, y_ref, 1e-10);
+  const Tensor w = random_full(y_ref.sizes(), 8);
+  sum(mul(y, w)).backward();
+  sum(mul(y_ref, w)).backward();
+  require_close(x.grad(), x_ref.grad(), 1e-10);
+}
+
 // The TP MLP against the same MLP in this process: output, input gradient and
 // every parameter's gradient (as the full tensor of its DTensor gradient).
 void check_mlp(int64_t dim, int64_t hidden, bool bias, const tp::ParallelizePlan& plan) {
@@ -36,17 +51,7 @@ void check_mlp(int64_t dim, int64_t hidden, bool bias, const tp::ParallelizePlan
   auto reference = make_mlp(dim, hidden, bias);
   auto model = make_mlp(dim, hidden, bias);
   tp::ParameterSpecs specs = tp::parallelize_module(*model, mesh, plan);
-
-  const Tensor x_full = random_full({3, 2, dim}, 7);
-  Tensor x = x_full.clone().requires_grad_();
-  Tensor x_ref = x_full.clone().requires_grad_();
-  Tensor y = (*model)(x);
-  Tensor y_ref = (*reference)(x_ref);
-  require_close(y, y_ref, 1e-10);
-  const Tensor w = random_full(y_ref.sizes(), 8);
-  sum(mul(y, w)).backward();
-  sum(mul(y_ref, w)).backward();
-  require_close(x.grad(), x_ref.grad(), 1e-10);
+  check_forward_backward(*model, *reference, dim);
   for (const auto& [name, p] : reference->named_parameters()) {
     INFO("parameter " << name);
     REQUIRE(specs.count(name) == 1);
@@ -213,16 +218,7 @@ TEST_CASE("tensor parallel: a Colwise Linear with a fused GELU matches one proce
                       Catch::Contains("RowwiseParallel on '0'") && Catch::Contains("fused activation"));
   tp::ParameterSpecs specs =
       tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"1", tp::RowwiseParallel{}}});
-  const Tensor x_full = random_full({3, 2, dim}, 7);
-  Tensor x = x_full.clone().requires_grad_();
-  Tensor x_ref = x_full.clone().requires_grad_();
-  Tensor y = (*model)(x);
-  Tensor y_ref = (*reference)(x_ref);
-  require_close(y, y_ref, 1e-10);
-  const Tensor w = random_full(y_ref.sizes(), 8);
-  sum(mul(y, w)).backward();
-  sum(mul(y_ref, w)).backward();
-  require_close(x.grad(), x_ref.grad(), 1e-10);
+  check_forward_backward(*model, *reference, dim);
   DTensor g = tp::parameter_dtensor(*model, specs, "0.weight").grad();
   REQUIRE(g.defined());
   require_close(g.full_tensor(), (*reference)[0].parameter("weight").grad(), 1e-10);
