@@ -463,7 +463,7 @@ TEST_CASE("cuda attention takes non-contiguous q, k, v like the cpu", "[gpu][att
   }
 }
 
-TEST_CASE("cuda attention reads [B, T, H, D] views in place and answers in their layout", "[gpu][attention]") {
+TEST_CASE("cuda attention reads (B, T, H, D)-stored views in place and answers in their layout", "[gpu][attention]") {
   const unsigned seed = fresh_seed();
   CAPTURE(seed);
   std::mt19937 gen(seed);

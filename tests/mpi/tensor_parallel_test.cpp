@@ -198,7 +198,7 @@ TEST_CASE("tensor parallel: bad plans and bad inputs are clear errors") {
   REQUIRE((*model)[2].parameter("bias").defined());  // refused before the slot changed
 }
 
-TEST_CASE("tensor parallel: a Colwise Linear with a fused GELU matches one process; Rowwise refuses it") {
+TEST_CASE("tensor parallel: a Colwise Linear with a fused GELU matches one process, and Rowwise refuses it") {
   auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
   const int64_t dim = 6, hidden = 10;
   auto reference = make_mlp(dim, hidden);  // Linear, GELU (erf), Linear
