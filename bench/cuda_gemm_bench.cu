@@ -1,6 +1,6 @@
 // dtr's handwritten CUDA GEMM against cuBLAS (the yardstick only: dtr's training
 // path never calls it), on the same buffers: bf16 square sizes and the GPT-2 124M
-// layer shapes (tokens = 8192), and f32 at 4096.
+// layer shapes (tokens = 8192), and f32 at 4096; then what the bias and GELU epilogue adds.
 //
 // Each case: random inputs, several input sets rotated so that they do not sit in
 // L2, 5 warm-up runs, then the median of 25 runs timed with CUDA events. TFLOP/s
@@ -179,6 +179,48 @@ void run(cublasHandle_t handle, const Problem& p, const char* dtype) {
 
 }  // namespace
 
+// What the epilogue costs (kernels/gemm_epilogue.h): one GEMM of `p` plain, with a
+// bias row, and with bias, GELU and the pre-activation stored, as a Linear layer and
+// GPT-2's feed-forward up projection run them.
+template <class T>
+void run_epilogue(const Problem& p, const char* dtype) {
+  const size_t a_elems = size_t(p.m) * p.k, b_elems = size_t(p.k) * p.n, c_elems = size_t(p.m) * p.n;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  auto device_random = [&](size_t n) {
+    std::vector<T> host(n);
+    for (T& x : host) x = T(dist(rng));
+    T* d = nullptr;
+    BENCH_CUDA(cudaMalloc(&d, n * sizeof(T)));
+    BENCH_CUDA(cudaMemcpy(d, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+  };
+  T* a = device_random(a_elems);
+  T* b = device_random(b_elems);
+  T* bias = device_random(size_t(p.n));
+  T *c = nullptr, *pre = nullptr;
+  BENCH_CUDA(cudaMalloc(&c, c_elems * sizeof(T)));
+  BENCH_CUDA(cudaMalloc(&pre, c_elems * sizeof(T)));
+  const int lda = p.ta == Transpose::no ? p.k : p.m;
+  const int ldb = p.tb == Transpose::no ? p.n : p.k;
+  using dtr::kernels::GemmActivation;
+  auto timed = [&](const dtr::kernels::GemmEpilogue<T>& e) {
+    auto call = [&](const T* a_, const T* b_, T* c_) {
+      dtr::kernels::cuda::gemm<T>(p.ta, p.tb, p.m, p.n, p.k, 1.f, a_, lda, b_, ldb, 0.f, c_, p.n, nullptr, e);
+    };
+    return median_ms<T>(1, {a}, {b}, c, call);
+  };
+  const float plain = timed({});
+  const float with_bias = timed({.bias = bias});
+  const float with_gelu = timed({.bias = bias, .activation = GemmActivation::gelu_tanh, .pre = pre});
+  const double flops = 2.0 * p.m * p.n * p.k;
+  std::printf("%-13s %-4s %5d %5d %5d  plain %6.1f TFLOP/s (%.3f ms), +bias %.3f ms (%+.1f%%), "
+              "+bias+GELU+pre %.3f ms (%+.1f%%)\n",
+              p.name, dtype, p.m, p.n, p.k, flops / (plain * 1e9), plain, with_bias,
+              100.0 * (with_bias / plain - 1), with_gelu, 100.0 * (with_gelu / plain - 1));
+  for (T* ptr : {a, b, bias, c, pre}) BENCH_CUDA(cudaFree(ptr));
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   cudaDeviceProp prop{};
@@ -205,6 +247,9 @@ int main(int argc, char** argv) {
               "k", "mma.sync", "dtr", "wg128", "wg256", "cuBLAS", "mma%", "dtr%", "rel.diff", "path");
   for (const Problem& p : bf16_problems) run<dtr::bf16>(handle, p, "bf16");
   run<float>(handle, {"square", 4096, 4096, 4096, N, N}, "f32");
+  std::printf("\nepilogue cost (dtr's default path)\n");
+  run_epilogue<dtr::bf16>({"gpt2.fc", 8192, 3072, 768, N, T}, "bf16");
+  run_epilogue<dtr::bf16>({"gpt2.qkv", 8192, 2304, 768, N, T}, "bf16");
   BENCH_CUBLAS(cublasDestroy(handle));
   return 0;
 }
