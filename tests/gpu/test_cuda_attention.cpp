@@ -151,13 +151,30 @@ struct TensorCores {
   TensorCores& operator=(const TensorCores&) = delete;
 };
 
+// The cuda op's output and gradients against the cpu op's: out within the value
+// tolerance of the dtype, dq, dk and dv within its gradient tolerance.
+void check_outputs(const Outputs& got, const Outputs& want, DType dtype) {
+  const Tolerance tol = tolerance(dtype);
+  REQUIRE(got.out.device() == kGpu);
+  REQUIRE(got.out.dtype() == dtype);
+  REQUIRE(got.out.sizes() == want.out.sizes());
+  CHECK_CLOSE(got.out, want.out, tol.atol, tol.rtol);
+  REQUIRE(got.dq.defined());
+  REQUIRE(got.dk.defined());
+  REQUIRE(got.dv.defined());
+  CHECK(got.dq.dtype() == dtype);
+  CHECK(got.dk.sizes() == want.dk.sizes());
+  CHECK(relative_error(got.dq, want.dq) <= tol.grad);
+  CHECK(relative_error(got.dk, want.dk) <= tol.grad);
+  CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+}
+
 // The op on cuda against the op on the cpu for one case; bf16/f16 on both the
 // tensor-core and the CUDA-core kernels.
 void check_case(const Case& c, std::mt19937& gen) {
   CAPTURE(describe(c));
   const Inputs in = make_inputs(c, gen);
   const Outputs want = run_op(in, c.causal, kCpu);
-  const Tolerance tol = tolerance(c.dtype);
   const bool half = c.dtype == DType::bf16 || c.dtype == DType::f16;
   for (const bool tensor_cores : {true, false}) {
     if (!tensor_cores && !half) continue;
@@ -171,18 +188,7 @@ void check_case(const Case& c, std::mt19937& gen) {
     // exactly when they were allowed and take the case.
     const bool tc_case = tensor_cores && half && (c.D == 64 || c.D == 128);
     CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_case);
-    REQUIRE(got.out.device() == kGpu);
-    REQUIRE(got.out.dtype() == c.dtype);
-    REQUIRE(got.out.sizes() == want.out.sizes());
-    CHECK_CLOSE(got.out, want.out, tol.atol, tol.rtol);
-    REQUIRE(got.dq.defined());
-    REQUIRE(got.dk.defined());
-    REQUIRE(got.dv.defined());
-    CHECK(got.dq.dtype() == c.dtype);
-    CHECK(got.dk.sizes() == want.dk.sizes());
-    CHECK(relative_error(got.dq, want.dq) <= tol.grad);
-    CHECK(relative_error(got.dk, want.dk) <= tol.grad);
-    CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+    check_outputs(got, want, c.dtype);
   }
 }
 
@@ -292,7 +298,6 @@ void check_strided_case(const Case& c, Layout layout, std::mt19937& gen) {
   CAPTURE(describe(c), name_of(layout));
   const Inputs in = make_inputs(c, gen);
   const Outputs want = run_op(in, c.causal, kCpu);
-  const Tolerance tol = tolerance(c.dtype);
   const bool half = c.dtype == DType::bf16 || c.dtype == DType::f16;
   for (const bool tensor_cores : {true, false}) {
     if (!tensor_cores && !half) continue;
@@ -313,12 +318,7 @@ void check_strided_case(const Case& c, Layout layout, std::mt19937& gen) {
       CHECK(merged.is_contiguous());
       CHECK(merged.raw_data() == got.got.out.raw_data());
     }
-    REQUIRE(got.got.out.dtype() == c.dtype);
-    REQUIRE(got.got.out.sizes() == want.out.sizes());
-    CHECK_CLOSE(got.got.out, want.out, tol.atol, tol.rtol);
-    CHECK(relative_error(got.got.dq, want.dq) <= tol.grad);
-    CHECK(relative_error(got.got.dk, want.dk) <= tol.grad);
-    CHECK(relative_error(got.got.dv, want.dv) <= tol.grad);
+    check_outputs(got.got, want, c.dtype);
   }
 }
 
@@ -454,12 +454,7 @@ TEST_CASE("cuda attention takes non-contiguous q, k, v like the cpu", "[gpu][att
     const Tensor dout = random_cpu({2, 4, 37, 64}, dtype, gen, -1, 1);
     const Inputs in{q, k, v, dout};
     const Outputs want = run_op(in, true, kCpu);
-    const Outputs got = run_op(in, true, kGpu);
-    const Tolerance tol = tolerance(dtype);
-    CHECK_CLOSE(got.out, want.out, tol.atol, tol.rtol);
-    CHECK(relative_error(got.dq, want.dq) <= tol.grad);
-    CHECK(relative_error(got.dk, want.dk) <= tol.grad);
-    CHECK(relative_error(got.dv, want.dv) <= tol.grad);
+    check_outputs(run_op(in, true, kGpu), want, dtype);
   }
 }
 
