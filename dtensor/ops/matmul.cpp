@@ -73,6 +73,17 @@ std::optional<int64_t> merged_stride(const Shape& sizes, const Shape& strides, s
   return inner.value_or(0);
 }
 
+// The [rows, k] view of a tensor [..., k] (at least 2-D) whose leading dims merge into
+// one row index and whose last dim is unit-stride, or nothing.
+std::optional<Tensor> rows_view(const Tensor& x) {
+  const int64_t k = x.size(-1);
+  if (k > 1 && x.stride(-1) != 1) return std::nullopt;
+  const auto row_stride = merged_stride(x.sizes(), x.strides(), 0, static_cast<size_t>(x.dim()) - 1);
+  if (!row_stride) return std::nullopt;
+  const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  return x.as_strided({rows, k}, {*row_stride, 1}, x.storage_offset());
+}
+
 // One batched GEMM (kernels/cpu/gemm.h's arguments) on `device`: the cpu, or a cuda
 // device on its current stream.
 template <class T>
@@ -146,12 +157,9 @@ void product_into(std::string_view op, const Tensor& a, const Tensor& b, const T
                   Scalar alpha, Scalar beta) {
   const int64_t k = a.size(-1), n = b.size(-1);
   // [..., m, k] . [k, n] with a's leading dims mergeable into its rows: one [rows, k] GEMM.
-  if (b.dim() == 2 && a.dim() > 2 && (k <= 1 || a.stride(-1) == 1)) {
-    const size_t row_dims = static_cast<size_t>(a.dim()) - 1;
-    if (auto row_stride = merged_stride(a.sizes(), a.strides(), 0, row_dims)) {
-      const int64_t rows = numel_of(Shape(a.sizes().begin(), a.sizes().end() - 1));
-      Tensor a_rows = a.as_strided({rows, k}, {*row_stride, 1}, a.storage_offset());
-      product_into(op, a_rows, b, out.view({rows, n}), alpha, beta);
+  if (b.dim() == 2 && a.dim() > 2) {
+    if (auto a_rows = rows_view(a)) {
+      product_into(op, *a_rows, b, out.view({a_rows->size(0), n}), alpha, beta);
       return;
     }
   }
@@ -266,15 +274,9 @@ Tensor compute_addmm(const Tensor& c, const Tensor& a, const Tensor& b, Scalar b
 // x's rows as one [rows, k] matrix: a view when x's leading dims merge and its last
 // dim is unit-stride, else a contiguous copy.
 Tensor rows_of(const Tensor& x) {
-  const int64_t k = x.size(-1);
   if (x.dim() == 1) return x.unsqueeze(0);
-  const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
-  if (k <= 1 || x.stride(-1) == 1) {
-    if (auto row_stride = merged_stride(x.sizes(), x.strides(), 0, static_cast<size_t>(x.dim()) - 1)) {
-      return x.as_strided({rows, k}, {rows <= 1 ? std::max<int64_t>(k, 1) : *row_stride, 1}, x.storage_offset());
-    }
-  }
-  return x.contiguous().view({rows, k});
+  if (auto rows = rows_view(x)) return *rows;
+  return x.contiguous().view({numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1)), x.size(-1)});
 }
 
 kernels::GemmActivation gemm_activation(LinearActivation activation) {
