@@ -45,6 +45,8 @@ std::string short_name(const char* mangled) {
   std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
                                                         &std::free);
   std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  // "(anonymous namespace)::" would otherwise be taken for the argument list.
+  for (size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) name.erase(at, 23);
   if (const size_t paren = name.find('('); paren != std::string::npos) name.resize(paren);
   if (name.rfind("void ", 0) == 0) name.erase(0, 5);
   if (const size_t angle = name.find('<'); angle != std::string::npos) name = name.substr(0, angle) + "<...>";
