@@ -233,7 +233,9 @@ struct TileConfig {
   static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "bad tile config");
 };
 
-template <class Cfg, class T, Transpose TA, Transpose TB, Load LOAD>
+// kAct: whether the epilogue applies p.act; kernels without it compile no activation code
+// (see gemm_epilogue.cuh).
+template <class Cfg, class T, Transpose TA, Transpose TB, Load LOAD, bool kAct>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MIN_BLOCKS)
     mma_gemm_kernel(const GemmParams<uint16_t> p) {
   constexpr Layout LA = TA == Transpose::no ? Layout::k_contiguous : Layout::outer_contiguous;
@@ -347,8 +349,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::MIN_BLOCKS)
         uint16_t* prow = gpre != nullptr ? gpre + int64_t{row} * p.ldc : nullptr;
 #pragma unroll
         for (int ni = 0; ni < kNI; ++ni) {
-          store_pair<Mma<T>>(p, crow, prow, n0 + wn0 + ni * 8 + 2 * t, acc[mi][ni][2 * h],
-                             acc[mi][ni][2 * h + 1]);
+          const int col = n0 + wn0 + ni * 8 + 2 * t;
+          if constexpr (kAct) {
+            store_pair<Mma<T>>(p, p.act, crow, prow, col, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          } else {
+            store_pair<Mma<T>>(p, NoActivation{}, crow, prow, col, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          }
         }
       }
     }
@@ -375,13 +381,22 @@ void allow_smem(const void* kernel, int bytes, std::atomic<uint64_t>& done) {
 }
 
 
-template <class Cfg, class T, Transpose TA, Transpose TB, Load LOAD>
-void launch_mma_typed(const GemmParams<uint16_t>& p, cudaStream_t stream) {
-  const auto kernel = mma_gemm_kernel<Cfg, T, TA, TB, LOAD>;
+template <class Cfg, class T, Transpose TA, Transpose TB, Load LOAD, bool kAct>
+void launch_mma_act(const GemmParams<uint16_t>& p, cudaStream_t stream) {
+  const auto kernel = mma_gemm_kernel<Cfg, T, TA, TB, LOAD, kAct>;
   static std::atomic<uint64_t> smem_raised{0};
   allow_smem(reinterpret_cast<const void*>(kernel), Cfg::kSmemBytes, smem_raised);
   kernel<<<gemm_grid(p.m, p.n, Cfg::BM, Cfg::BN, p.batch), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <class Cfg, class T, Transpose TA, Transpose TB, Load LOAD>
+void launch_mma_typed(const GemmParams<uint16_t>& p, cudaStream_t stream) {
+  if (p.act == GemmActivation::none) {
+    launch_mma_act<Cfg, T, TA, TB, LOAD, false>(p, stream);
+  } else {
+    launch_mma_act<Cfg, T, TA, TB, LOAD, true>(p, stream);
+  }
 }
 
 template <class Cfg, class T, Load LOAD>

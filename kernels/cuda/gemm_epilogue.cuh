@@ -4,15 +4,23 @@
 // gets the activation of the rounded v, and pre (when set) the rounded v itself.
 //
 // The kernels' parameter blocks carry the fields these helpers read: alpha, beta, n,
-// bias, act and c_pairs (C, and pre when set, allow 4-byte stores of two elements).
+// bias and c_pairs (C, and pre when set, allow 4-byte stores of two elements). The
+// activation comes as an argument: p.act, or NoActivation{} in kernels built without
+// one. GELU's code inlined into every one of a tile's fully unrolled stores made the
+// plain GEMMs of stop 16 up to 3x slower on an H100 even where it never ran; a kernel
+// without the activation compiles none of it.
 // Cvt converts between float and the raw 16-bit element (to_float, from_float).
 #pragma once
 
 #include "kernels/gemm_epilogue.h"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace dtr::kernels::cuda::gemm_detail {
+
+// The activation of kernels that have none: a compile-time GemmActivation::none.
+using NoActivation = std::integral_constant<GemmActivation, GemmActivation::none>;
 
 // v + bias[col]; v itself without a bias (so -0 stays -0) or past the last column.
 template <class Cvt, class Params>
@@ -21,8 +29,8 @@ __device__ inline float add_bias(const Params& p, int col, float v) {
 }
 
 // v rounded into `pre`; returns what C stores: the rounded v, or its activation.
-template <class Cvt>
-__device__ inline uint16_t finish(float v, GemmActivation act, uint16_t& pre) {
+template <class Cvt, class Act>
+__device__ inline uint16_t finish(float v, Act act, uint16_t& pre) {
   pre = Cvt::from_float(v);
   if (act == GemmActivation::none) return pre;
   return Cvt::from_float(apply_gemm_activation(act, Cvt::to_float(pre)));
@@ -32,8 +40,9 @@ __device__ inline uint32_t pack_pair(uint16_t lo, uint16_t hi) { return uint32_t
 
 // Columns col and col + 1 of one row of C (crow) and of pre (prow, or null), from the
 // accumulators x0 and x1; columns past n are left alone.
-template <class Cvt, class Params>
-__device__ inline void store_pair(const Params& p, uint16_t* crow, uint16_t* prow, int col, float x0, float x1) {
+template <class Cvt, class Params, class Act>
+__device__ inline void store_pair(const Params& p, Act act, uint16_t* crow, uint16_t* prow, int col, float x0,
+                                  float x1) {
   float v0 = p.alpha * x0;
   float v1 = p.alpha * x1;
   if (p.c_pairs && col + 1 < p.n) {
@@ -46,8 +55,8 @@ __device__ inline void store_pair(const Params& p, uint16_t* crow, uint16_t* pro
     v0 = add_bias<Cvt>(p, col, v0);
     v1 = add_bias<Cvt>(p, col + 1, v1);
     uint16_t pre0, pre1;
-    const uint16_t c0 = finish<Cvt>(v0, p.act, pre0);
-    const uint16_t c1 = finish<Cvt>(v1, p.act, pre1);
+    const uint16_t c0 = finish<Cvt>(v0, act, pre0);
+    const uint16_t c1 = finish<Cvt>(v1, act, pre1);
     *dst = pack_pair(c0, c1);
     if (prow != nullptr) *reinterpret_cast<uint32_t*>(prow + col) = pack_pair(pre0, pre1);
     return;
@@ -60,7 +69,7 @@ __device__ inline void store_pair(const Params& p, uint16_t* crow, uint16_t* pro
     if (p.beta != 0.f) v += p.beta * Cvt::to_float(crow[col + j]);
     v = add_bias<Cvt>(p, col + j, v);
     uint16_t pre;
-    crow[col + j] = finish<Cvt>(v, p.act, pre);
+    crow[col + j] = finish<Cvt>(v, act, pre);
     if (prow != nullptr) prow[col + j] = pre;
   }
 }

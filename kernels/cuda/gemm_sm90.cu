@@ -12,9 +12,12 @@
 //  - warpgroups 1 and 2, the consumers: each multiplies its 64 rows of the tile with
 //    wgmma.mma_async m64nBNk16 (operands straight from shared memory through matrix
 //    descriptors), keeps one k-tile of wgmma in flight, releases the stage before it, and
-//    at the end of the tile applies alpha and stores C: with beta == 0 and an aligned C
-//    through a shared-memory staging buffer and bulk tensor stores that overlap the next
-//    tile, otherwise (beta != 0, unaligned C) straight from its registers.
+//    at the end of the tile applies alpha and the bias and stores C: with beta == 0 and an
+//    aligned C through a shared-memory staging buffer and bulk tensor stores that overlap
+//    the next tile, otherwise (beta != 0, unaligned C) straight from its registers. An
+//    activation runs only on the staged path, as a rolled loop over the staging buffer
+//    after the pre-activation has gone out: inlined into the fully unrolled stores, its
+//    code had made every GEMM up to 3x slower (bench/notes/gemm_hopper.md).
 // Parts of tiles outside the matrices come in as zeros from the copy engine; the epilogue
 // stores only inside C. Built for sm_90a only when DTR_GEMM_SM90 is defined (see
 // kernels/CMakeLists.txt); otherwise this file provides stubs that decline every call.
@@ -80,7 +83,7 @@ struct KernelParams {
   float alpha, beta;
   bool a_batched, b_batched;  // false: one matrix serves every batch entry
   bool c_pairs;               // C (and pre) allow 4-byte stores of two elements
-  bool c_tma;                 // beta == 0, no pre, and map_c describes C: stage tiles, store them in bulk
+  bool c_tma;                 // beta == 0 and map_c (map_pre) describe C (pre): stage tiles, store them in bulk
   // The epilogue (kernels/gemm_epilogue.h).
   const uint16_t* bias;
   uint16_t* pre;
@@ -122,6 +125,20 @@ __device__ inline void tile_of(const KernelParams& p, int t, int& m0, int& n0, i
   n0 = (in_group / group_m) * BN;
 }
 
+// The activation applied in place to a warpgroup's staged 64 x 128 tile (16 KiB of
+// element pairs; elementwise, so the swizzle does not matter): a rolled loop, so its code
+// is not repeated per accumulator.
+template <class Cvt>
+__device__ inline void activate_staged(uint32_t epi, GemmActivation act, int wg_thread) {
+#pragma unroll 1
+  for (uint32_t at = epi + 4u * static_cast<uint32_t>(wg_thread); at < epi + 64u * 128u * 2u; at += 4u * 128u) {
+    const uint32_t pair = ld_shared_u32(at);
+    const float lo = apply_gemm_activation(act, Cvt::to_float(static_cast<uint16_t>(pair & 0xffffu)));
+    const float hi = apply_gemm_activation(act, Cvt::to_float(static_cast<uint16_t>(pair >> 16)));
+    st_shared_u32(at, gemm_detail::pack_pair(Cvt::from_float(lo), Cvt::from_float(hi)));
+  }
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // In compilation passes other than sm_90a the kernel is empty and declares a block of 32
@@ -138,10 +155,11 @@ __device__ inline void tile_of(const KernelParams& p, int t, int& m0, int& n0, i
 template <class E, int BN, bool kAKMajor, bool kBKMajor>
 __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      const __grid_constant__ CUtensorMap map_c, const KernelParams p) {
+                      const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_pre,
+                      const KernelParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using gemm_detail::add_bias;
-  using gemm_detail::finish;
+  using gemm_detail::pack_pair;
   using Cfg = Tiles<BN>;
   constexpr int kStages = Cfg::kStages;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -250,33 +268,48 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
         // chunk c ^ (r % 8): the 128-byte swizzle, free of bank conflicts here), then one
         // thread stores the two 64 x 64 boxes with the copy engine, which clips them to C.
         // The stores run on while the warpgroup starts its next tile; the buffer is
-        // reused only after they have read it.
+        // reused only after they have read it. With an activation the staged values are
+        // the pre-activation: stored to pre when wanted, then activated in place.
         const uint32_t epi = epi_base + static_cast<uint32_t>(consumer * Cfg::kEpiBytes);
         const uint32_t lane_off = static_cast<uint32_t>((warp * 16 + lane / 4) * 128 + (lane % 4) * 4);
         const uint32_t swz = static_cast<uint32_t>(lane / 4);  // row % 8, the same for both h
+        const uint32_t bar = 1 + static_cast<uint32_t>(consumer);
 #pragma unroll
         for (int half = 0; half < BN / 128; ++half) {
+          const int col0 = n0 + 128 * half, row0 = m0 + 64 * consumer;
           if (wg_thread == 0) bulk_wait_read();
-          named_barrier(1 + consumer, 128);
+          named_barrier(bar, 128);
 #pragma unroll
           for (int ii = 0; ii < 16; ++ii) {
             const int i = 16 * half + ii;
             const int col = n0 + 8 * i + 2 * (lane % 4);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              uint16_t unused;
-              const uint32_t v = gemm_detail::pack_pair(
-                  finish<Convert<E>>(add_bias<Convert<E>>(p, col, p.alpha * acc[4 * i + 2 * h]), p.act, unused),
-                  finish<Convert<E>>(add_bias<Convert<E>>(p, col + 1, p.alpha * acc[4 * i + 2 * h + 1]), p.act,
-                                     unused));
-              st_shared_u32(epi + (ii / 8) * 8192 + lane_off + h * 8 * 128 + (((ii % 8) ^ swz) * 16), v);
+              const float v0 = add_bias<Convert<E>>(p, col, p.alpha * acc[4 * i + 2 * h]);
+              const float v1 = add_bias<Convert<E>>(p, col + 1, p.alpha * acc[4 * i + 2 * h + 1]);
+              st_shared_u32(epi + (ii / 8) * 8192 + lane_off + h * 8 * 128 + (((ii % 8) ^ swz) * 16),
+                            pack_pair(Convert<E>::from_float(v0), Convert<E>::from_float(v1)));
             }
           }
           fence_proxy_async();
-          named_barrier(1 + consumer, 128);
+          named_barrier(bar, 128);
+          if (p.act != GemmActivation::none) {
+            if (p.pre != nullptr) {
+              if (wg_thread == 0) {
+                tma_store_3d(&map_pre, epi, col0, row0, bz);
+                tma_store_3d(&map_pre, epi + 8192, col0 + 64, row0, bz);
+                bulk_commit();
+                bulk_wait_read();
+              }
+              named_barrier(bar, 128);
+            }
+            activate_staged<Convert<E>>(epi, p.act, wg_thread);
+            fence_proxy_async();
+            named_barrier(bar, 128);
+          }
           if (wg_thread == 0) {
-            tma_store_3d(&map_c, epi, n0 + 128 * half, m0 + 64 * consumer, bz);
-            tma_store_3d(&map_c, epi + 8192, n0 + 128 * half + 64, m0 + 64 * consumer, bz);
+            tma_store_3d(&map_c, epi, col0, row0, bz);
+            tma_store_3d(&map_c, epi + 8192, col0 + 64, row0, bz);
             bulk_commit();
           }
         }
@@ -293,8 +326,8 @@ __global__ void __launch_bounds__(DTR_SM90_MAX_THREADS, 1)
           uint16_t* prow = gpre != nullptr ? gpre + int64_t{row} * p.ldc : nullptr;
 #pragma unroll
           for (int i = 0; i < BN / 8; ++i) {
-            gemm_detail::store_pair<Convert<E>>(p, crow, prow, col0 + 8 * i, acc[4 * i + 2 * h],
-                                                acc[4 * i + 2 * h + 1]);
+            gemm_detail::store_pair<Convert<E>>(p, gemm_detail::NoActivation{}, crow, prow, col0 + 8 * i,
+                                                acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
           }
         }
       }
@@ -352,37 +385,39 @@ void allow_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& done, int devic
 }
 
 template <class E, int BN, bool kAKMajor, bool kBKMajor>
-void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, const KernelParams& p,
-            int tiles, int device, cudaStream_t stream) {
+void launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c,
+            const CUtensorMap& map_pre, const KernelParams& p, int tiles, int device, cudaStream_t stream) {
   const auto kernel = wgmma_gemm_kernel<E, BN, kAKMajor, kBKMajor>;
   static std::atomic<uint64_t> smem_raised{0};
   allow_smem(kernel, Tiles<BN>::kSmemBytes, smem_raised, device);
   int sms = 0;
   DTR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int grid = std::min(tiles, std::max(sms, 1));
-  kernel<<<grid, kThreads, Tiles<BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, p);
+  kernel<<<grid, kThreads, Tiles<BN>::kSmemBytes, stream>>>(map_a, map_b, map_c, map_pre, p);
   DTR_CUDA_CHECK_LAUNCH();
 }
 
 template <class E, int BN>
 void launch_layout(bool a_k_major, bool b_k_major, const CUtensorMap& ma, const CUtensorMap& mb,
-                   const CUtensorMap& mc, const KernelParams& p, int tiles, int device, cudaStream_t stream) {
+                   const CUtensorMap& mc, const CUtensorMap& mp, const KernelParams& p, int tiles, int device,
+                   cudaStream_t stream) {
   if (a_k_major) {
-    b_k_major ? launch<E, BN, true, true>(ma, mb, mc, p, tiles, device, stream)
-              : launch<E, BN, true, false>(ma, mb, mc, p, tiles, device, stream);
+    b_k_major ? launch<E, BN, true, true>(ma, mb, mc, mp, p, tiles, device, stream)
+              : launch<E, BN, true, false>(ma, mb, mc, mp, p, tiles, device, stream);
   } else {
-    b_k_major ? launch<E, BN, false, true>(ma, mb, mc, p, tiles, device, stream)
-              : launch<E, BN, false, false>(ma, mb, mc, p, tiles, device, stream);
+    b_k_major ? launch<E, BN, false, true>(ma, mb, mc, mp, p, tiles, device, stream)
+              : launch<E, BN, false, false>(ma, mb, mc, mp, p, tiles, device, stream);
   }
 }
 
 template <int BN>
 void launch_bn(Elem elem, bool a_k_major, bool b_k_major, const CUtensorMap& ma, const CUtensorMap& mb,
-               const CUtensorMap& mc, const KernelParams& p, int tiles, int device, cudaStream_t stream) {
+               const CUtensorMap& mc, const CUtensorMap& mp, const KernelParams& p, int tiles, int device,
+               cudaStream_t stream) {
   if (elem == Elem::bf16) {
-    launch_layout<Bf16, BN>(a_k_major, b_k_major, ma, mb, mc, p, tiles, device, stream);
+    launch_layout<Bf16, BN>(a_k_major, b_k_major, ma, mb, mc, mp, p, tiles, device, stream);
   } else {
-    launch_layout<F16, BN>(a_k_major, b_k_major, ma, mb, mc, p, tiles, device, stream);
+    launch_layout<F16, BN>(a_k_major, b_k_major, ma, mb, mc, mp, p, tiles, device, stream);
   }
 }
 
@@ -465,11 +500,16 @@ bool gemm(const GemmArgs& g, cudaStream_t stream) {
                               : make_map(&map_b, g.elem, g.b, g.n, g.k, g.ldb, b_batched ? g.batch : 1, g.stride_b,
                                          64, kBK);
   if (!b_ok) return false;
-  // C through the copy engine when nothing of it needs reading and it is 16-byte aligned.
-  CUtensorMap map_c = map_a;
-  const bool c_tma = g.beta == 0.f && g.pre == nullptr && aligned16(g.c) && g.ldc % 8 == 0 &&
+  // C (and pre) through the copy engine when nothing of C needs reading and both are
+  // 16-byte aligned. An activation runs only there: otherwise the mma.sync kernels take it.
+  CUtensorMap map_c = map_a, map_pre = map_a;
+  const bool has_pre = g.act != GemmActivation::none && g.pre != nullptr;
+  const bool c_tma = g.beta == 0.f && aligned16(g.c) && g.ldc % 8 == 0 &&
                      (g.batch == 1 || (g.stride_c > 0 && g.stride_c % 8 == 0)) &&
-                     make_map(&map_c, g.elem, g.c, g.n, g.m, g.ldc, g.batch, g.stride_c, 64, 64);
+                     make_map(&map_c, g.elem, g.c, g.n, g.m, g.ldc, g.batch, g.stride_c, 64, 64) &&
+                     (!has_pre || (aligned16(g.pre) &&
+                                   make_map(&map_pre, g.elem, g.pre, g.n, g.m, g.ldc, g.batch, g.stride_c, 64, 64)));
+  if (g.act != GemmActivation::none && !c_tma) return false;
 
   const KernelParams p{g.c,
                        static_cast<int>(g.m),
@@ -488,12 +528,12 @@ bool gemm(const GemmArgs& g, cudaStream_t stream) {
                            g.ldc % 2 == 0 && (g.batch == 1 || g.stride_c % 2 == 0),
                        c_tma,
                        g.bias,
-                       g.pre,
+                       has_pre ? g.pre : nullptr,
                        g.act};
   if (bn == 256) {
-    launch_bn<256>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
+    launch_bn<256>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, map_pre, p, static_cast<int>(tiles), device, stream);
   } else {
-    launch_bn<128>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, p, static_cast<int>(tiles), device, stream);
+    launch_bn<128>(g.elem, a_k_major, b_k_major, map_a, map_b, map_c, map_pre, p, static_cast<int>(tiles), device, stream);
   }
   return true;
 }
