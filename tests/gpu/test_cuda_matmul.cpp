@@ -14,6 +14,7 @@
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
+#include "kernels/cuda/gemm.h"
 
 #include <catch2/catch.hpp>
 
@@ -189,8 +190,9 @@ TEST_CASE("cuda linear with its bias and GELU in the GEMM epilogue matches the c
           Tensor outs[2];
           for (int d = 0; d < 2; ++d) {
             const Device device = d == 0 ? kCpu : kGpu;
-            const Tensor xs = x_stored.to(device).requires_grad_();
-            const Tensor wd = w.to(device).requires_grad_(), bd = b.to(device).requires_grad_();
+            // Leaves on each device (to(kCpu) would hand back x_stored itself).
+            const Tensor xs = x_stored.to(device).detach().requires_grad_();
+            const Tensor wd = w.to(device).detach().requires_grad_(), bd = b.to(device).detach().requires_grad_();
             const Tensor x = xs.narrow(-1, 0, c.x.back());
             outs[d] = linear(x, wd, bd, act);
             outs[d].backward(upstream.to(device));
@@ -217,5 +219,36 @@ TEST_CASE("cuda linear with its bias and GELU in the GEMM epilogue matches the c
         }
       }
     }
+  }
+}
+
+TEST_CASE("cuda matmul reads large 16-bit operands with unaligned rows through aligned copies, like GPT-2's head",
+          "[gpu][matmul]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // logits = h . W^T with W [1025, 96] (a tied head of an odd vocabulary): the backward's
+  // dlogits [1024, 1025] has rows of 2050 bytes, which no tensor-core path reads in place.
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    INFO(name_of(dtype));
+    const Tensor h = random_cpu({1024, 96}, dtype, gen, -1, 1), w = random_cpu({1025, 96}, dtype, gen, -0.3, 0.3);
+    const Tensor upstream = random_cpu({1024, 1025}, dtype, gen, -1, 1);
+    Tensor logits[2], dh[2], dw[2];
+    for (int d = 0; d < 2; ++d) {
+      const Device device = d == 0 ? kCpu : kGpu;
+      const Tensor hd = h.to(device).detach().requires_grad_(), wd = w.to(device).detach().requires_grad_();
+      logits[d] = matmul(hd, wd.t());
+      logits[d].backward(upstream.to(device));
+      dh[d] = hd.grad();
+      dw[d] = wd.grad();
+    }
+    CHECK(relative_error(logits[1], logits[0]) <= tolerance(dtype));
+    CHECK(relative_error(dh[1], dh[0]) <= tolerance(dtype));
+    CHECK(relative_error(dw[1], dw[0]) <= tolerance(dtype));
+    // The product with dlogits as an operand ran on the tensor cores, not the guarded loads.
+    NoGradGuard no_grad;
+    const Tensor dh_again = matmul(upstream.to(kGpu), w.to(kGpu));
+    CHECK(kernels::cuda::gemm_last_path() != kernels::cuda::GemmPath::mma_sync_guarded);
+    CHECK(same_bits(dh_again, dh[1]));
   }
 }
