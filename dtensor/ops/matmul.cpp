@@ -60,7 +60,7 @@ constexpr int64_t kAlignRowsMinElements = int64_t{1} << 20;
 // rows. The tensor-core paths (wgmma's copy engine, mma.sync's cp.async) need aligned
 // pointers and row strides; otherwise the GEMM falls back to element-wise guarded loads,
 // which ran GPT-2's tied head backward (dlogits rows of 50257 elements) at ~27 TFLOP/s
-// on an H100, 47 ms of an 90 ms step. The copy of a matrix this large costs far less.
+// on an H100, 47 ms of a 90 ms step. The copy of a matrix this large costs far less.
 bool needs_aligned_rows(const Tensor& t, const MatrixLayout& layout) {
   if (!t.device().is_cuda() || element_size(t.dtype()) != 2) return false;
   const int64_t matrix = t.size(-2) * t.size(-1);
@@ -381,6 +381,16 @@ Tensor untracked(Compute&& compute) {
 }
 
 }  // namespace
+
+namespace ops {
+
+Tensor with_gemm_aligned_rows(const Tensor& g) {
+  if (g.dim() < 2) return g;
+  const std::optional<MatrixLayout> layout = in_place_layout(g);
+  return layout && needs_aligned_rows(g, *layout) ? with_aligned_rows(g, layout->trans) : g;
+}
+
+}  // namespace ops
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = untracked([&] { return compute_matmul(a, b); });

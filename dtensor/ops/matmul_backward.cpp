@@ -74,7 +74,7 @@ class MatmulBackward final : public autograd::Node {
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     const bool a_1d = a_shape_.size() == 1, b_1d = b_shape_.size() == 1;
-    Tensor g = grads[0];
+    Tensor g = with_gemm_aligned_rows(grads[0]);
     if (b_1d) g = g.unsqueeze(-1);
     if (a_1d) g = g.unsqueeze(-2);
     const Shape a2_shape = a_1d ? Shape{1, a_shape_[0]} : a_shape_;
@@ -144,7 +144,7 @@ class LinearBackward final : public autograd::Node {
   std::string name() const override { return "LinearBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    const Tensor& g = grads[0];
+    const Tensor g = with_gemm_aligned_rows(grads[0]);
     const int64_t out_features = g.size(-1);
     const int64_t rows = numel_of(Shape(g.sizes().begin(), g.sizes().end() - 1));  // also when out_features == 0
     std::vector<Tensor> out(has_bias_ ? 3 : 2);
