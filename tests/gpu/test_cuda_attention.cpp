@@ -188,27 +188,33 @@ void check_outputs(const Outputs& got, const Outputs& want, DType dtype) {
   CHECK(relative_error(got.dv, want.dv) <= tol.grad);
 }
 
+// check(tensor_cores, half) with the tensor-core kernels allowed, and for bf16/f16
+// also forbidden (the CUDA-core kernels); half says whether the dtype is 16-bit.
+template <class Check>
+void for_each_kernel_family(DType dtype, Check&& check) {
+  const bool half = dtype == DType::bf16 || dtype == DType::f16;
+  for (const bool tensor_cores : {true, false}) {
+    if (!tensor_cores && !half) continue;
+    CAPTURE(tensor_cores);
+    const TensorCores scope(tensor_cores);
+    check(tensor_cores, half);
+  }
+}
+
 // The op on cuda against the op on the cpu for one case; bf16/f16 on both the
 // tensor-core and the CUDA-core kernels.
 void check_case(const Case& c, std::mt19937& gen) {
   CAPTURE(describe(c));
   const Inputs in = make_inputs(c, gen);
   const Outputs want = run_op(in, c.causal, kCpu);
-  const bool half = c.dtype == DType::bf16 || c.dtype == DType::f16;
-  for (const bool tensor_cores : {true, false}) {
-    if (!tensor_cores && !half) continue;
-    CAPTURE(tensor_cores);
-    Outputs got;
-    {
-      const TensorCores scope(tensor_cores);
-      got = run_op(in, c.causal, kGpu);
-    }
+  for_each_kernel_family(c.dtype, [&](bool tensor_cores, bool half) {
+    const Outputs got = run_op(in, c.causal, kGpu);
     // The backward ran last (autograd runs on this thread): it took the tensor cores
     // exactly when they were allowed and take the case.
     const bool tc_case = tensor_cores && half && (c.D == 64 || c.D == 128);
     CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_case);
     check_outputs(got, want, c.dtype);
-  }
+  });
 }
 
 // How a test lays out q, k, v (or out, dq, dk, dv) in memory; the op sees [B, H, L, D].
@@ -317,15 +323,8 @@ void check_strided_case(const Case& c, Layout layout, std::mt19937& gen) {
   CAPTURE(describe(c), name_of(layout));
   const Inputs in = make_inputs(c, gen);
   const Outputs want = run_op(in, c.causal, kCpu);
-  const bool half = c.dtype == DType::bf16 || c.dtype == DType::f16;
-  for (const bool tensor_cores : {true, false}) {
-    if (!tensor_cores && !half) continue;
-    CAPTURE(tensor_cores);
-    StridedOutputs got;
-    {
-      const TensorCores scope(tensor_cores);
-      got = run_op_strided(in, c.causal, layout);
-    }
+  for_each_kernel_family(c.dtype, [&](bool tensor_cores, bool half) {
+    const StridedOutputs got = run_op_strided(in, c.causal, layout);
     // Padded rows (D + 3 apart) cannot take 16-byte copies: the CUDA-core kernels run.
     const bool tc_case = tensor_cores && half && (c.D == 64 || c.D == 128) && layout != Layout::padded;
     CHECK((kernels::cuda::attention_last_path() == kernels::cuda::AttentionPath::tensor_core) == tc_case);
@@ -338,7 +337,7 @@ void check_strided_case(const Case& c, Layout layout, std::mt19937& gen) {
       CHECK(merged.raw_data() == got.got.out.raw_data());
     }
     check_outputs(got.got, want, c.dtype);
-  }
+  });
 }
 
 kernels::cuda::AttentionStrides strides_of(const Tensor& t) {
