@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <string_view>
 
 namespace dtr::cuda {
 
@@ -14,6 +16,19 @@ CudaCachingAllocator& CudaCachingAllocator::instance() {
   // Never destroyed: at exit the driver may already be gone, and it reclaims memory anyway.
   static auto* allocator = new CudaCachingAllocator();
   return *allocator;
+}
+
+namespace {
+
+bool caching_turned_off() {
+  const char* value = std::getenv("DTR_CUDA_NO_CACHING");
+  return value != nullptr && std::string_view(value) != "" && std::string_view(value) != "0";
+}
+
+}  // namespace
+
+CudaCachingAllocator::CudaCachingAllocator() : caching_(!caching_turned_off()) {
+  if (!caching_) DTR_LOG_WARN("DTR_CUDA_NO_CACHING is set: every CUDA allocation is a cudaMalloc, every free a device sync");
 }
 
 size_t CudaCachingAllocator::round_size(size_t nbytes) { return round_to_size_class(nbytes, 512); }
@@ -48,13 +63,13 @@ void* CudaCachingAllocator::allocate(size_t nbytes, MemoryTag tag, int device) {
   if (nbytes == 0) return nullptr;
   DTR_CHECK(device >= 0 && device < device_count(),
             "cannot allocate on cuda:{}: this machine has {} GPU(s)", device, device_count());
-  const size_t size = round_size(nbytes);
+  const size_t size = caching_ ? round_size(nbytes) : nbytes;
   cudaStream_t stream = current_stream(device);
   std::lock_guard lock(mutex_);
   collect_completed_locked();
   Block block;
   bool reused = false;
-  if (auto pool = free_.find({device, stream}); pool != free_.end()) {
+  if (auto pool = free_.find({device, stream}); caching_ && pool != free_.end()) {
     if (auto hit = pool->second.find(size); hit != pool->second.end()) {
       block = std::move(hit->second);
       pool->second.erase(hit);
@@ -80,6 +95,10 @@ void CudaCachingAllocator::deallocate(void* ptr, size_t nbytes, MemoryTag tag) {
   Block block = std::move(it->second);
   live_.erase(it);
   tracker_.on_free(static_cast<int64_t>(nbytes), tag);
+  if (!caching_) {
+    free_uncached_locked(block);
+    return;
+  }
   if (block.other_streams.empty()) {
     free_[{block.device, block.stream}].emplace(block.size, std::move(block));
     return;
@@ -101,6 +120,23 @@ void CudaCachingAllocator::deallocate(void* ptr, size_t nbytes, MemoryTag tag) {
   }
   pending.block.other_streams.clear();
   pending_.push_back(std::move(pending));
+}
+
+// Without caching: the device finishes everything queued (on any stream) that may
+// still use the block, then the driver takes it back. This runs from destructors, so
+// failures are logged (and the block leaked), not thrown.
+void CudaCachingAllocator::free_uncached_locked(const Block& block) {
+  DeviceGuard guard(block.device);
+  const cudaError_t synced = cudaDeviceSynchronize();
+  const cudaError_t freed = synced == cudaSuccess ? cudaFree(block.ptr) : synced;
+  if (freed != cudaSuccess) {
+    DTR_LOG_ERROR("CUDA allocator (no caching): could not free a block of {} bytes on cuda:{} ({}); leaked",
+                  block.size, block.device, cudaGetErrorString(freed));
+    (void)cudaGetLastError();
+    return;
+  }
+  reserved_ -= static_cast<int64_t>(block.size);
+  tracker_.add_reserved(-static_cast<int64_t>(block.size));
 }
 
 void CudaCachingAllocator::record_stream(void* ptr, cudaStream_t stream) {

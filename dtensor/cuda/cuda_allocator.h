@@ -15,6 +15,13 @@
 //   does that and retries once before reporting out-of-memory.
 // Statistics: the same tagged counters as the CPU allocator (bytes requested),
 // plus reserved_bytes (everything taken from the driver).
+//
+// DTR_CUDA_NO_CACHING=1 in the environment turns the caching off, for debugging:
+// every allocation is a cudaMalloc of exactly its size, and every free waits for
+// the device and calls cudaFree. compute-sanitizer's memcheck then sees each
+// tensor's own bounds, and a use after free touches unmapped memory instead of a
+// reused block (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING; scripts/device_sanitize.py
+// sets it). Slow: every free synchronises the device.
 #pragma once
 
 #include "dtensor/allocator.h"
@@ -40,8 +47,12 @@ class CudaCachingAllocator final : public Allocator {
   void empty_cache();
 
   static size_t round_size(size_t nbytes);
+  // False under DTR_CUDA_NO_CACHING=1 (read once, when the allocator is first used).
+  bool caching_enabled() const { return caching_; }
 
  private:
+  CudaCachingAllocator();
+
   struct Block {
     void* ptr = nullptr;
     size_t size = 0;  // rounded size, as taken from the driver
@@ -59,6 +70,9 @@ class CudaCachingAllocator final : public Allocator {
   void release_free_blocks_locked(int device);  // -1: all devices
   void* malloc_locked(size_t size, int device);
 
+  void free_uncached_locked(const Block& block);
+
+  const bool caching_;
   std::mutex mutex_;
   std::unordered_map<void*, Block> live_;
   std::map<PoolKey, std::multimap<size_t, Block>> free_;

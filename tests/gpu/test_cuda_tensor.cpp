@@ -15,6 +15,14 @@ namespace {
 Tensor iota(const Shape& shape, DType dtype = DType::f32) {
   return arange(numel_of(shape), {.dtype = dtype}).view(shape);
 }
+
+// The ctest entry gpu_allocator_without_caching runs the [allocator] cases again with
+// DTR_CUDA_NO_CACHING=1: there the caching cases step aside and the last one checks.
+bool caching_turned_off() {
+  if (cuda::CudaCachingAllocator::instance().caching_enabled()) return false;
+  WARN("DTR_CUDA_NO_CACHING is set: this case checks the caching, so it does not apply");
+  return true;
+}
 }  // namespace
 
 TEST_CASE("a GPU is present for the gpu tests", "[gpu]") { REQUIRE(cuda::device_count() > 0); }
@@ -65,6 +73,7 @@ TEST_CASE("fill and arange run on the device", "[gpu]") {
 
 TEST_CASE("the caching allocator reuses freed blocks without new driver memory", "[gpu][allocator]") {
   cuda::init();
+  if (caching_turned_off()) return;
   Tensor warm = empty({1 << 20}, {.device = kGpu});  // 4 MiB
   warm = Tensor();
   const MemoryStats before = memory_stats(kGpu);
@@ -81,6 +90,8 @@ TEST_CASE("the caching allocator reuses freed blocks without new driver memory",
 }
 
 TEST_CASE("a block used on another stream is reused only after that stream's work", "[gpu][allocator]") {
+  cuda::init();
+  if (caching_turned_off()) return;
   auto& alloc = cuda::CudaCachingAllocator::instance();
   cudaStream_t side = cuda::create_stream(0);
   const Shape three_mib = {3 << 18};  // f32: 3 MiB, a size class of its own here
@@ -121,6 +132,27 @@ TEST_CASE("size classes round up by at most a quarter", "[gpu][allocator]") {
     CHECK(A::round_size(n) >= n);
     CHECK(A::round_size(n) <= n + n / 4);
   }
+}
+
+TEST_CASE("with DTR_CUDA_NO_CACHING each tensor is its own driver allocation of its exact size",
+          "[gpu][allocator]") {
+  cuda::init();
+  if (cuda::CudaCachingAllocator::instance().caching_enabled()) {
+    WARN("DTR_CUDA_NO_CACHING is not set: this case runs under the ctest entry gpu_allocator_without_caching");
+    return;
+  }
+  const int64_t before = memory_stats(kGpu).reserved_bytes;
+  {
+    Tensor a = empty({1000}, {.device = kGpu});          // 4000 bytes: no size class
+    Tensor b = empty({3}, {.dtype = DType::bf16, .device = kGpu});  // 6 bytes
+    CHECK(memory_stats(kGpu).reserved_bytes == before + 4006);
+    a.fill_(1.0);
+    b.fill_(2.0);
+    a = Tensor();  // waits for the fill, then goes back to the driver
+    CHECK(memory_stats(kGpu).reserved_bytes == before + 6);
+    CHECK(b.to(Device::cpu()).to(DType::f32).to_vector<float>() == std::vector<float>{2, 2, 2});
+  }
+  CHECK(memory_stats(kGpu).reserved_bytes == before);
 }
 
 TEST_CASE("ops without CUDA kernels and bad devices give clear errors", "[gpu]") {
