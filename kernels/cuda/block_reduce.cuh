@@ -117,14 +117,22 @@ __device__ inline A shfl_xor(const A& value, int lane_mask) {
   return out;
 }
 
-// Butterfly all-reduction over a full warp: every lane gets combine() of all 32
-// values. For a commutative combine (a + b, NaN-propagating max) all lanes hold
-// the same bits.
+// Butterfly all-reduction within each aligned group of kLanes lanes of a warp (kLanes
+// a power of two up to 32): every lane gets combine() of its group's values. All 32
+// lanes must call it. For a commutative combine (a + b, NaN-propagating max) all lanes
+// of a group hold the same bits.
+template <int kLanes, class A, class Combine>
+__device__ inline A lanes_allreduce(A value, const Combine& combine) {
+  static_assert(kLanes > 0 && kLanes <= kWarpSize && (kLanes & (kLanes - 1)) == 0, "lanes: 1, 2, 4, ... 32");
+#pragma unroll
+  for (int mask = kLanes / 2; mask > 0; mask /= 2) value = combine(value, shfl_xor(value, mask));
+  return value;
+}
+
+// The all-reduction over a full warp.
 template <class A, class Combine>
 __device__ inline A warp_allreduce(A value, const Combine& combine) {
-#pragma unroll
-  for (int mask = kWarpSize / 2; mask > 0; mask /= 2) value = combine(value, shfl_xor(value, mask));
-  return value;
+  return lanes_allreduce<kWarpSize>(value, combine);
 }
 
 // All-reduction over a block whose size is a multiple of 32: each warp reduces,

@@ -37,20 +37,34 @@ struct Plus {
   __device__ A operator()(A a, A b) const { return a + b; }
 };
 
-// exp(shifted), flushed to 0 below the smallest normal number, like the CPU kernel.
-template <class A>
+// exp(shifted) <= 1 for an element of a row of T. For 16-bit T the hardware's fast
+// exp2 of a prescaled argument (__expf: relative error ~1e-6 over the range that
+// matters, far below their rounding of 4e-3 or 5e-4; its libm twin took ~10
+// instructions, and softmax was bound by instructions, not bytes); the accurate one
+// otherwise. exp(0) is exactly 1 either way, so a row's max element stays exact.
+template <class T, class A>
+__device__ inline A row_exp(A shifted) {
+  if constexpr (is_half_v<T>) {
+    return shifted == A(0) ? A(1) : __expf(shifted);
+  } else {
+    return exp_acc(shifted);
+  }
+}
+
+// row_exp flushed to 0 below the smallest normal number, like the CPU kernel.
+template <class T, class A>
 __device__ inline A flushed_exp(A shifted) {
-  const A e = exp_acc(shifted);
+  const A e = row_exp<T>(shifted);
   return e < std::numeric_limits<A>::min() ? A(0) : e;
 }
 
 // The term x contributes to the row's sum of exponentials.
-template <Kind kind, class A>
+template <class T, Kind kind, class A>
 __device__ inline A sum_term(A x, A max) {
   if constexpr (kind == Kind::softmax) {
-    return flushed_exp(x - max);
+    return flushed_exp<T>(x - max);
   } else {
-    return exp_acc(x - max);
+    return row_exp<T>(x - max);
   }
 }
 
@@ -65,36 +79,45 @@ __device__ inline A sum_scale(A sum) {
 }
 
 // One output element from its input, the row max and sum_scale().
-template <Kind kind, class A>
+template <class T, Kind kind, class A>
 __device__ inline A output(A x, A max, A scale) {
   if constexpr (kind == Kind::softmax) {
-    return flushed_exp(x - max) * scale;
+    return flushed_exp<T>(x - max) * scale;
   } else {
     // (x - max) - log(sum), not x - (max + log(sum)), as on the CPU.
     return (x - max) - scale;
   }
 }
 
-// A row held in registers: N vectors per thread, a group of 32 threads (a warp,
-// several rows per block) or of the whole block per row. One read, one write.
-template <class T, Kind kind, int N, bool kWarpGroup>
-__global__ void __launch_bounds__(kWarpGroup ? kWarpBlockThreads : kMaxBlockThreads)
+// A row held in registers, N vectors per thread, one read and one write. kLanes > 0:
+// a row per kLanes lanes (4 to 32), so a warp takes 32 / kLanes rows at once and short
+// rows keep every lane loading; kLanes == 0: a row per block. Softmax keeps each
+// exp(x - max) of its sum for the write, so every element costs one exponential.
+template <class T, Kind kind, int N, int kLanes>
+__global__ void __launch_bounds__(kLanes > 0 ? kWarpBlockThreads : kMaxBlockThreads)
     softmax_cached_kernel(const T* __restrict__ in, int64_t rows, int64_t cols, T* __restrict__ out) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  const int group = kWarpGroup ? kWarpSize : static_cast<int>(blockDim.x);
-  const int t = kWarpGroup ? static_cast<int>(threadIdx.x) % kWarpSize : static_cast<int>(threadIdx.x);
-  const int64_t groups_per_block = kWarpGroup ? blockDim.x / kWarpSize : 1;
-  const int64_t first = blockIdx.x * groups_per_block + (kWarpGroup ? threadIdx.x / kWarpSize : 0);
+  constexpr bool kInWarp = kLanes > 0;
+  const int group = kInWarp ? kLanes : static_cast<int>(blockDim.x);
+  const int t = kInWarp ? static_cast<int>(threadIdx.x) % kLanes : static_cast<int>(threadIdx.x);
+  const int64_t groups_per_block = kInWarp ? blockDim.x / kLanes : 1;
+  const int64_t group_in_block = kInWarp ? threadIdx.x / kLanes : 0;
+  // The loop runs while the first row of this thread's warp exists, so that every lane
+  // of the warp joins each shuffle; a group past the last row reads and writes nothing.
+  const int64_t warp_first_group = kInWarp ? group_in_block / (kWarpSize / kLanes) * (kWarpSize / kLanes) : 0;
   const T fill = convert<T>(neg_inf<A>());
-  for (int64_t r = first; r < rows; r += gridDim.x * groups_per_block) {
-    const T* x = in + r * cols;
-    T* y = out + r * cols;
+  for (int64_t base = blockIdx.x * groups_per_block; base + warp_first_group < rows;
+       base += gridDim.x * groups_per_block) {
+    const int64_t r = base + group_in_block;
+    const int64_t n = r < rows ? cols : 0;  // elements this group reads and writes
+    const T* x = in + (r < rows ? r : 0) * cols;
+    T* y = out + (r < rows ? r : 0) * cols;
     const bool x_aligned = is_aligned16(x), y_aligned = is_aligned16(y);
     Vec<T> cache[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      cache[i] = load_vec_checked(x, cols, (t + int64_t{i} * group) * V, x_aligned, fill);
+      cache[i] = load_vec_checked(x, n, (t + int64_t{i} * group) * V, x_aligned, fill);
     }
     A max = neg_inf<A>();  // elements past the end read as -inf: they never change the max
 #pragma unroll
@@ -102,23 +125,40 @@ __global__ void __launch_bounds__(kWarpGroup ? kWarpBlockThreads : kMaxBlockThre
 #pragma unroll
       for (int k = 0; k < V; ++k) max = NanMax<A>{}(max, convert<A>(cache[i].get(k)));
     }
-    max = group_allreduce<kWarpGroup>(max, NanMax<A>{});
+    if constexpr (kInWarp) {
+      max = lanes_allreduce<kLanes>(max, NanMax<A>{});
+    } else {
+      max = block_allreduce(max, NanMax<A>{});
+    }
     A sum = 0;
+    A terms[N][V];  // softmax: exp(x - max) of each element, or 0 past the end
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const int64_t e = (t + int64_t{i} * group) * V;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        if (e + k < cols) sum += sum_term<kind>(convert<A>(cache[i].get(k)), max);
+        terms[i][k] = e + k < n ? sum_term<T, kind>(convert<A>(cache[i].get(k)), max) : A(0);
+        sum += terms[i][k];
       }
     }
-    const A scale = sum_scale<kind>(group_allreduce<kWarpGroup>(sum, Plus<A>{}));
+    if constexpr (kInWarp) {
+      sum = lanes_allreduce<kLanes>(sum, Plus<A>{});
+    } else {
+      sum = block_allreduce(sum, Plus<A>{});
+    }
+    const A scale = sum_scale<kind>(sum);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       Vec<T> o{};
 #pragma unroll
-      for (int k = 0; k < V; ++k) o.set(k, convert<T>(output<kind>(convert<A>(cache[i].get(k)), max, scale)));
-      store_vec_checked(y, cols, (t + int64_t{i} * group) * V, y_aligned, o);
+      for (int k = 0; k < V; ++k) {
+        if constexpr (kind == Kind::softmax) {
+          o.set(k, convert<T>(terms[i][k] * scale));
+        } else {
+          o.set(k, convert<T>(output<T, kind>(convert<A>(cache[i].get(k)), max, scale)));
+        }
+      }
+      store_vec_checked(y, n, (t + int64_t{i} * group) * V, y_aligned, o);
     }
   }
 }
@@ -141,10 +181,13 @@ struct CombineMaxSum {
   }
 };
 
-// Rows too long for registers: one block per row, an online max/sum pass, then the
-// write pass, which reads the row again from shared memory when `smem_cache` (the
-// block's dynamic shared memory holds the row) or else from global memory. (The
-// sum is not flushed term by term here: terms that small change a sum >= 1 by nothing.)
+// Rows too long for registers: one block per row. With the row in shared memory
+// (`smem_cache`: the block's dynamic shared memory holds it) the first pass reads it
+// from global memory into shared memory for the max, a second pass over shared memory
+// sums the exponentials, and the write pass reads it there once more. Otherwise a
+// single online max/sum pass (the sum rescaled as the max grows; its terms not flushed:
+// terms that small change a sum >= 1 by nothing), then the write pass reads the row
+// again from global memory.
 template <class T, Kind kind>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     softmax_online_kernel(const T* __restrict__ in, int64_t rows, int64_t cols, T* __restrict__ out,
@@ -159,31 +202,49 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     const T* x = in + r * cols;
     T* y = out + r * cols;
     const bool x_aligned = is_aligned16(x), y_aligned = is_aligned16(y);
-    MaxSum<A> part{neg_inf<A>(), A(0)};
-    for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-      const Vec<T> v = load_vec_checked(x, cols, i * V, x_aligned, fill);
-      if (smem_cache) row_cache[i] = v;
+    // Each thread reads back from shared memory only the vectors it stored itself: no
+    // barrier is needed between the passes beyond the reductions' own.
+    MaxSum<A> row{neg_inf<A>(), A(0)};
+    if (smem_cache) {
+      for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+        const Vec<T> v = load_vec_checked(x, cols, i * V, x_aligned, fill);
+        row_cache[i] = v;
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const A a = convert<A>(v.get(k));
-        if (a > part.max || a != a) {  // a new max (or a NaN, which sticks)
-          if (part.max == part.max) {
-            part.sum = part.sum * exp_acc(part.max - a) + A(1);
-            part.max = a;
-          }
-        } else if (a != neg_inf<A>()) {
-          part.sum += exp_acc(a - part.max);
+        for (int k = 0; k < V; ++k) row.max = NanMax<A>{}(row.max, convert<A>(v.get(k)));
+      }
+      row.max = block_allreduce(row.max, NanMax<A>{});
+      for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+        const Vec<T> v = row_cache[i];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          if (i * V + k < cols) row.sum += sum_term<T, kind>(convert<A>(v.get(k)), row.max);
         }
       }
+      row.sum = block_allreduce(row.sum, Plus<A>{});
+    } else {
+      for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+        const Vec<T> v = load_vec_checked(x, cols, i * V, x_aligned, fill);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const A a = convert<A>(v.get(k));
+          if (a > row.max || a != a) {  // a new max (or a NaN, which sticks)
+            if (row.max == row.max) {
+              row.sum = row.sum * exp_acc(row.max - a) + A(1);
+              row.max = a;
+            }
+          } else if (a != neg_inf<A>()) {
+            row.sum += exp_acc(a - row.max);
+          }
+        }
+      }
+      row = block_allreduce(row, CombineMaxSum<A>{});
     }
-    part = block_allreduce(part, CombineMaxSum<A>{});
-    const A scale = sum_scale<kind>(part.sum);
+    const A scale = sum_scale<kind>(row.sum);
     for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-      // Each thread reads back only the vectors it cached itself: no barrier needed.
       const Vec<T> v = smem_cache ? row_cache[i] : load_vec_checked(x, cols, i * V, x_aligned, fill);
       Vec<T> o{};
 #pragma unroll
-      for (int k = 0; k < V; ++k) o.set(k, convert<T>(output<kind>(convert<A>(v.get(k)), part.max, scale)));
+      for (int k = 0; k < V; ++k) o.set(k, convert<T>(output<T, kind>(convert<A>(v.get(k)), row.max, scale)));
       store_vec_checked(y, cols, i * V, y_aligned, o);
     }
   }
@@ -201,19 +262,27 @@ int max_smem_per_block() {
   return bytes - 1024;  // room for the kernel's static shared memory
 }
 
-template <class T, Kind kind, bool kWarpGroup>
+template <class T, Kind kind, int kLanes>
 void launch_cached(int vecs_per_thread, unsigned grid, int threads, const T* in, int64_t rows,
                    int64_t cols, T* out, cudaStream_t stream) {
   switch (vecs_per_thread) {
-    case 1: softmax_cached_kernel<T, kind, 1, kWarpGroup><<<grid, threads, 0, stream>>>(in, rows, cols, out); break;
-    case 2: softmax_cached_kernel<T, kind, 2, kWarpGroup><<<grid, threads, 0, stream>>>(in, rows, cols, out); break;
-    case 4: softmax_cached_kernel<T, kind, 4, kWarpGroup><<<grid, threads, 0, stream>>>(in, rows, cols, out); break;
+    case 1: softmax_cached_kernel<T, kind, 1, kLanes><<<grid, threads, 0, stream>>>(in, rows, cols, out); break;
+    case 2: softmax_cached_kernel<T, kind, 2, kLanes><<<grid, threads, 0, stream>>>(in, rows, cols, out); break;
+    case 4: softmax_cached_kernel<T, kind, 4, kLanes><<<grid, threads, 0, stream>>>(in, rows, cols, out); break;
     default:
-      if constexpr (!kWarpGroup && kBlockMaxVecs<T> == 8) {
-        softmax_cached_kernel<T, kind, 8, false><<<grid, threads, 0, stream>>>(in, rows, cols, out);
+      if constexpr (kLanes == 0 && kBlockMaxVecs<T> == 8) {
+        softmax_cached_kernel<T, kind, 8, 0><<<grid, threads, 0, stream>>>(in, rows, cols, out);
       }
       break;
   }
+}
+
+// Rows of at most 32 vectors: a row per kLanes lanes, one vector each.
+template <class T, Kind kind, int kLanes>
+void launch_lanes_per_row(const T* in, int64_t rows, int64_t cols, T* out, cudaStream_t stream) {
+  const int64_t rows_per_block = kWarpBlockThreads / kLanes;
+  launch_cached<T, kind, kLanes>(1, grid_of((rows + rows_per_block - 1) / rows_per_block), kWarpBlockThreads, in,
+                                 rows, cols, out, stream);
 }
 
 template <class T, Kind kind>
@@ -223,18 +292,24 @@ void launch_softmax(const T* in, int64_t rows, int64_t cols, T* out, cudaStream_
                             ", cols " + std::to_string(cols));
   if (rows == 0 || cols == 0) return;
   const int64_t vecs = (cols + kVec<T> - 1) / kVec<T>;  // per row
-  if (vecs <= int64_t{kWarpSize} * kWarpMaxVecs) {
+  if (vecs <= 4) {
+    launch_lanes_per_row<T, kind, 4>(in, rows, cols, out, stream);
+  } else if (vecs <= 8) {
+    launch_lanes_per_row<T, kind, 8>(in, rows, cols, out, stream);
+  } else if (vecs <= 16) {
+    launch_lanes_per_row<T, kind, 16>(in, rows, cols, out, stream);
+  } else if (vecs <= int64_t{kWarpSize} * kWarpMaxVecs) {
     const int n = vecs <= kWarpSize ? 1 : vecs <= 2 * kWarpSize ? 2 : 4;
     const int64_t rows_per_block = kWarpBlockThreads / kWarpSize;
-    launch_cached<T, kind, true>(n, grid_of((rows + rows_per_block - 1) / rows_per_block),
-                                 kWarpBlockThreads, in, rows, cols, out, stream);
+    launch_cached<T, kind, kWarpSize>(n, grid_of((rows + rows_per_block - 1) / rows_per_block),
+                                      kWarpBlockThreads, in, rows, cols, out, stream);
   } else if (vecs <= int64_t{kMaxBlockThreads} * kBlockMaxVecs<T>) {
     // Up to 256 threads while that holds the row in kBlockMaxVecs vectors each; more past that.
     int n = 1;
     while (n < kBlockMaxVecs<T> && vecs > int64_t{256} * n) n *= 2;
     const int64_t per_thread = (vecs + n - 1) / n;
     const int threads = static_cast<int>((per_thread + kWarpSize - 1) / kWarpSize * kWarpSize);
-    launch_cached<T, kind, false>(n, grid_of(rows), threads, in, rows, cols, out, stream);
+    launch_cached<T, kind, 0>(n, grid_of(rows), threads, in, rows, cols, out, stream);
   } else {
     const int64_t cache_bytes = vecs * int64_t{sizeof(Vec<T>)};
     const bool smem_cache = cache_bytes <= kMaxRowCacheBytes && cache_bytes <= max_smem_per_block();

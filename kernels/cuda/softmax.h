@@ -6,13 +6,18 @@
 // exactly 0; a row holding NaN, or only -inf, gives NaN.
 //
 // Strategy, chosen from cols:
+//   - rows of up to 16 vectors (64 f32 / 128 bf16 elements): a row per 4, 8 or 16
+//     lanes of a warp, one vector each, so short rows keep every lane loading;
 //   - rows of up to 4 vectors per lane (512 f32 / 1024 bf16 elements): one warp
 //     per row, the row held in registers (one read, one write);
 //   - rows of up to 32 elements per thread of a 1024-thread block (32768 f32,
 //     bf16 or f16 elements, 16384 f64): one block per row, held in registers;
-//   - longer rows: one block per row, an online max/sum pass over the row, then
-//     the write pass; the first pass keeps the row in shared memory when it
-//     fits (up to 110 KiB, e.g. 56320 bf16 elements), else the second reads it again.
+//   - longer rows: one block per row. When the row fits in shared memory (up to
+//     110 KiB, e.g. 56320 bf16 elements) a max pass copies it there, then a sum
+//     pass and the write pass read it from there; else an online max/sum pass, and
+//     the write pass reads the row again.
+// 16-bit rows take exp(x - max) from the hardware's fast exp2 (__expf, relative
+// error ~1e-6, far below their rounding); f32 and f64 use the accurate expf / exp.
 // Reductions use a fixed tree (warp shuffles, then one shared-memory step), so
 // results are bitwise reproducible. Launchers enqueue on `stream` and return
 // without synchronizing. Floating T only.

@@ -532,6 +532,23 @@ TEST_CASE("CUDA softmax and log_softmax along each dim of a 3-D tensor match the
   }
 }
 
+TEST_CASE("CUDA softmax of short rows, several to a warp, matches the CPU", "[gpu][softmax]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // Rows of 1 to 16 vectors go 8, 4 or 2 to a warp; row counts that leave a warp, and a
+  // block, partly empty; lengths around each vector boundary of f32 (4) and bf16 (8).
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (int64_t cols : {1, 3, 8, 9, 17, 31, 33, 64, 65, 127, 128, 129}) {
+      for (int64_t rows : {1, 7, 37, 1000}) {
+        const Tensor cpu = random_cpu({rows, cols}, dtype, gen, -8, 8);
+        const Tensor gpu = cpu.to(kGpu);
+        for (Kind kind : {Kind::softmax, Kind::log_softmax}) check_softmax(kind, cpu, gpu, 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("CUDA softmax of huge values and -inf masks: masked entries are exactly 0",
           "[gpu][softmax]") {
   const unsigned seed = fresh_seed();
