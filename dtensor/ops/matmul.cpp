@@ -9,6 +9,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/elementwise_backward.h"
+#include "dtensor/ops/gemm_aligned_rows.h"
 #include "dtensor/ops/matmul_backward.h"
 #include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/gemm.h"
@@ -52,30 +53,21 @@ std::optional<MatrixLayout> in_place_layout(const Tensor& t) {
   return std::nullopt;
 }
 
-// Operands at least this large (elements of one matrix) are copied to 16-byte aligned
-// rows for the CUDA tensor-core GEMMs when they are not (see needs_aligned_rows).
-constexpr int64_t kAlignRowsMinElements = int64_t{1} << 20;
-
-// Whether a 16-bit cuda operand read as `layout` is worth a copy with 16-byte aligned
-// rows. The tensor-core paths (wgmma's copy engine, mma.sync's cp.async) need aligned
-// pointers and row strides; otherwise the GEMM falls back to element-wise guarded loads,
-// which ran GPT-2's tied head backward (dlogits rows of 50257 elements) at ~27 TFLOP/s
-// on an H100, 47 ms of a 90 ms step. The copy of a matrix this large costs far less.
+// Whether a cuda operand read as `layout` is worth a copy with 16-byte aligned rows
+// (the rule and its reason: dtensor/ops/gemm_aligned_rows.h): large, 16-bit, and its
+// pointer or row stride not aligned.
 bool needs_aligned_rows(const Tensor& t, const MatrixLayout& layout) {
-  if (!t.device().is_cuda() || element_size(t.dtype()) != 2) return false;
-  const int64_t matrix = t.size(-2) * t.size(-1);
-  const bool aligned = layout.ld % 8 == 0 && reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0;
-  return !aligned && matrix >= kAlignRowsMinElements;
+  if (!t.device().is_cuda() || !ops::gemm_wants_aligned_rows(t.dtype(), t.size(-2), t.size(-1))) {
+    return false;
+  }
+  return layout.ld % 8 != 0 || reinterpret_cast<uintptr_t>(t.raw_data()) % 16 != 0;
 }
 
 // A copy of t whose stored rows (in the orientation `trans` reads them) start 16 bytes
-// apart: the stored matrix's rows padded to a multiple of 8 elements, then viewed back.
+// apart: the stored matrix's rows padded to gemm_row_stride, then viewed back.
 Tensor with_aligned_rows(const Tensor& t, Transpose trans) {
   const Tensor stored = trans == Transpose::yes ? t.transpose(-1, -2) : t;  // row-major view
-  Shape padded_shape = stored.sizes();
-  padded_shape.back() = (stored.size(-1) + 7) / 8 * 8;
-  const Tensor padded = empty(padded_shape, {.dtype = t.dtype(), .device = t.device()});
-  Tensor view = padded.narrow(-1, 0, stored.size(-1));
+  Tensor view = ops::empty_with_gemm_aligned_rows(stored.sizes(), {.dtype = t.dtype(), .device = t.device()});
   view.copy_(stored);
   return trans == Transpose::yes ? view.transpose(-1, -2) : view;
 }
