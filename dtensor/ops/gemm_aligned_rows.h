@@ -1,7 +1,8 @@
 // Internal to dtensor/ops: the one rule for when a matrix the CUDA GEMMs read should
 // have 16-byte aligned rows, and how wide those rows are. matmul.cpp copies an operand
-// that breaks it into such rows; a producer of a large GEMM operand can allocate it
-// that way to begin with (empty_with_gemm_aligned_rows) and spare the copy.
+// that breaks it into such rows; producers of large GEMM operands allocate them that
+// way to begin with (cross_entropy's backward writes dlogits into padded rows, which
+// GPT-2's tied head then reads in place: no 0.8 GB copy per step).
 //
 // Why: the tensor-core paths (wgmma's copy engine, mma.sync's cp.async) read only
 // 16-byte aligned pointers and row strides; otherwise the GEMM falls back to

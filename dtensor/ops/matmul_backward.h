@@ -20,7 +20,8 @@ void record_bmm_backward(const Tensor& a, const Tensor& b, const Tensor& out);
 void record_linear_backward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out);
 // g itself, or, when g is a large 16-bit cuda tensor whose rows are not 16-byte aligned,
 // a copy with padded rows (matmul.cpp's kernel_operand makes the same copy per GEMM): the
-// backward nodes read g in two GEMMs and pay that copy once.
+// backward nodes read g in two GEMMs and pay that copy once. Gradients made with
+// gemm_aligned_rows.h's padded rows (cross_entropy's dlogits) pass through uncopied.
 Tensor with_gemm_aligned_rows(const Tensor& g);
 // out = beta * c + alpha * mm(a, b), c broadcast to out's shape.
 void record_addmm_backward(const Tensor& c, const Tensor& a, const Tensor& b, Scalar beta,

@@ -52,7 +52,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // with s = label_smoothing in [0, 1]. Rows whose target is ignore_index are left
 // out of the mean; every other target must be in [0, C). The mean is over the
 // rows that are not ignored; when every row is ignored (or N == 0) it is 0 / 0 =
-// NaN, like PyTorch, and the gradient is 0.
+// NaN, like PyTorch, and the gradient is 0. The gradient of large bf16/f16 cuda
+// logits whose C is not a multiple of 8 is not contiguous: a [N, C] view of rows
+// padded to 16 bytes (dtensor/ops/gemm_aligned_rows.h), which the head's GEMMs
+// read in place; a leaf's .grad is still a contiguous copy.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
 

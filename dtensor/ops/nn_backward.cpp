@@ -5,6 +5,7 @@
 #include "dtensor/ops/nn_backward.h"
 
 #include "dtensor/factory.h"
+#include "dtensor/ops/gemm_aligned_rows.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/norm.h"
@@ -166,12 +167,16 @@ std::vector<Tensor> CrossEntropyBackward::apply(std::vector<Tensor> grads) {
   const Tensor targets = targets_.unpack(*this);
   const Tensor stats = stats_.unpack(*this);
   if (!grads[0].defined() || !needs_input_grad(0)) return {Tensor()};
-  Tensor grad_logits = empty(logits.sizes(), {.dtype = logits.dtype(), .device = logits.device()});
-  if (logits.device().is_meta()) return {grad_logits};
+  const TensorOptions options{.dtype = logits.dtype(), .device = logits.device()};
+  if (logits.device().is_meta()) return {empty(logits.sizes(), options)};
 
   const int64_t rows = logits.size(0);
 #ifdef DTR_WITH_CUDA
   if (logits.device().is_cuda()) {
+    // dlogits is usually read next by a GEMM (the head's backward); when large and
+    // 16-bit it gets the padded, 16-byte aligned rows the tensor cores read in place
+    // (gemm_aligned_rows.h), instead of a contiguous tensor matmul would copy into them.
+    Tensor grad_logits = empty_with_gemm_aligned_rows(logits.sizes(), options);
     // The kernel computes the scale on the device from the incoming gradient (as
     // double, exactly), so the backward never waits for the stream.
     const Device device = logits.device();
@@ -184,11 +189,12 @@ std::vector<Tensor> CrossEntropyBackward::apply(std::vector<Tensor> grads) {
       kernels::cuda::cross_entropy_backward<T>(
           logits.data<T>(), targets.data<int64_t>(), row_max, row_max + rows, rows, logits.size(1),
           ignore_index_, label_smoothing_, grad.data<double>(), counted_, grad_logits.data<T>(),
-          cuda::current_stream(device.index));
+          grad_logits.stride(0), cuda::current_stream(device.index));
     });
     return {grad_logits};
   }
 #endif
+  Tensor grad_logits = empty(logits.sizes(), options);
   // d(mean loss)/d(row loss) = 1 / counted; with nothing counted every row is
   // ignored and gets 0 whatever the scale.
   const double scale = counted_ > 0 ? grads[0].item() / static_cast<double>(counted_) : 0.0;

@@ -48,7 +48,8 @@ class EmbeddingBackward final : public autograd::Node {
   autograd::OutputMeta weight_meta_;
 };
 
-// Input (edge): the logits [N, C] only.
+// Input (edge): the logits [N, C] only. On cuda the gradient may have padded rows
+// (empty_with_gemm_aligned_rows, dtensor/ops/gemm_aligned_rows.h).
 class CrossEntropyBackward final : public autograd::Node {
  public:
   // logits: contiguous [N, C]; targets: contiguous i64 [N]; stats: [2, N] of

@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                                   const acc_t<T>* __restrict__ row_max,
                                   const acc_t<T>* __restrict__ row_log_sum, int64_t rows, int64_t cols,
                                   int64_t ignore_index, acc_t<T> eps, const double* __restrict__ grad_loss,
-                                  int64_t counted, T* __restrict__ dlogits) {
+                                  int64_t counted, T* __restrict__ dlogits, int64_t dlogits_ld) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   const int64_t vecs = (cols + V - 1) / V;
@@ -134,7 +134,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   const A scale = counted > 0 ? static_cast<A>(*grad_loss / static_cast<double>(counted)) : A(0);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * cols;
-    T* y = dlogits + r * cols;
+    T* y = dlogits + r * dlogits_ld;
+    // Each side checks its own row's alignment: x's rows are `cols` elements apart,
+    // y's `dlogits_ld` (padded to 16 bytes by the op layer where that matters).
     const bool x_aligned = is_aligned16(x), y_aligned = is_aligned16(y);
     const int64_t target = targets[r];
     if (target == ignore_index) {
@@ -211,12 +213,15 @@ template <class T>
 void cross_entropy_backward(const T* logits, const int64_t* targets, const acc_t<T>* row_max,
                             const acc_t<T>* row_log_sum, int64_t rows, int64_t cols,
                             int64_t ignore_index, double label_smoothing, const double* grad_loss,
-                            int64_t counted, T* dlogits, cudaStream_t stream) {
+                            int64_t counted, T* dlogits, int64_t dlogits_ld, cudaStream_t stream) {
   check_sizes("cross_entropy_backward", rows, cols);
   if (rows == 0) return;
+  DTR_CUDA_KERNEL_CHECK(dlogits_ld >= cols, "CUDA cross_entropy_backward: expected dlogits_ld >= cols (" +
+                                                std::to_string(cols) + "), got " +
+                                                std::to_string(dlogits_ld));
   cross_entropy_backward_kernel<T><<<grid_of(rows), threads_for<T>(cols), 0, stream>>>(
       logits, targets, row_max, row_log_sum, rows, cols, ignore_index,
-      static_cast<acc_t<T>>(label_smoothing), grad_loss, counted, dlogits);
+      static_cast<acc_t<T>>(label_smoothing), grad_loss, counted, dlogits, dlogits_ld);
   DTR_CUDA_CHECK_LAUNCH();
 }
 
@@ -226,7 +231,7 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, const acc_t
   template void cross_entropy_mean<T>(const acc_t<T>*, int64_t, int64_t, T*, cudaStream_t);                 \
   template void cross_entropy_backward<T>(const T*, const int64_t*, const acc_t<T>*, const acc_t<T>*,       \
                                           int64_t, int64_t, int64_t, double, const double*, int64_t, T*,    \
-                                          cudaStream_t);
+                                          int64_t, cudaStream_t);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_CUDA_CROSS_ENTROPY)
 
 }  // namespace dtr::kernels::cuda

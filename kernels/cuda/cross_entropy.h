@@ -1,7 +1,8 @@
 // Fused log-softmax + negative log-likelihood on a CUDA device over contiguous
 // [rows, cols] logits with int64 targets, forward and backward (the CUDA twins
 // of kernels/cpu/cross_entropy.h, with the same formulas, label smoothing and
-// ignore_index):
+// ignore_index). The backward writes dlogits rows `dlogits_ld` elements apart
+// (>= cols), so that it can fill padded rows a GEMM reads next:
 //
 //   log p_j  = (x_j - max) - log_sum,   log_sum = log(sum_k exp(x_k - max))
 //   loss     = (1 - eps) * (-log p_target) + eps * mean_j(-log p_j)
@@ -13,7 +14,10 @@
 // acc_t<T> (float for f32/bf16/f16, double for f64) and rounded once on store.
 //
 // Launch strategy: one block per row (grid-stride over rows), 32 to 512 threads
-// from cols, reading the row as 16-byte vectors where it is aligned.
+// from cols, reading (and in the backward writing) the row as 16-byte vectors where
+// it is aligned. Reads and writes check their own row's alignment: logits rows of
+// 50257 bf16 are mostly unaligned (element loads) while dlogits rows padded to a
+// multiple of 8 elements are all aligned (vector stores but the partial last one).
 //   - forward: one read of the row; each thread keeps an online (max, sum of
 //     exp(x - max), sum of (x - max), count), folded across the block by a fixed
 //     shuffle + shared-memory tree; thread 0 reads the target logit and writes
@@ -47,14 +51,16 @@ template <class T>
 void cross_entropy_mean(const acc_t<T>* loss, int64_t rows, int64_t counted, T* out,
                         cudaStream_t stream);
 
-// dlogits: [rows, cols], every element written. The scale of every non-ignored
-// row is acc_t<T>(*grad_loss / counted) computed in double on the device from the
-// incoming gradient of the mean loss (`grad_loss`: one double in device memory),
-// or 0 when counted == 0, exactly as the CPU op computes it on the host.
+// dlogits: [rows, cols] with row stride dlogits_ld >= cols; every one of the cols
+// elements of each row is written, the dlogits_ld - cols after them are not
+// touched. The scale of every non-ignored row is acc_t<T>(*grad_loss / counted)
+// computed in double on the device from the incoming gradient of the mean loss
+// (`grad_loss`: one double in device memory), or 0 when counted == 0, exactly as
+// the CPU op computes it on the host.
 template <class T>
 void cross_entropy_backward(const T* logits, const int64_t* targets, const acc_t<T>* row_max,
                             const acc_t<T>* row_log_sum, int64_t rows, int64_t cols,
                             int64_t ignore_index, double label_smoothing, const double* grad_loss,
-                            int64_t counted, T* dlogits, cudaStream_t stream);
+                            int64_t counted, T* dlogits, int64_t dlogits_ld, cudaStream_t stream);
 
 }  // namespace dtr::kernels::cuda

@@ -1,14 +1,48 @@
 // The padded-row rule of dtensor/ops/gemm_aligned_rows.h (shared by matmul's operand
-// copies and the producers of large GEMM operands) against hand-computed strides.
+// copies and cross_entropy's cuda backward) against hand-computed strides, and the
+// autograd consumers of a gradient with padded rows (what cross_entropy's cuda
+// backward returns for large bf16/f16 logits): reshape back to [B, T, V] as a view,
+// linear's and matmul's backwards, the engine's sum of two gradients of one tensor,
+// and a leaf's .grad (a fresh contiguous tensor, then accumulated into). On the cpu
+// the padded views are made by hand (a hook replaces the gradient with one), since
+// the cpu ops never pad; values are small integers, so every result is exact and
+// compared bit for bit with the contiguous run.
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/gemm_aligned_rows.h"
+#include "dtensor/ops/matmul.h"
+#include "dtensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 using namespace dtr;
+
+namespace {
+
+// Small integers (-3 .. 3) in f32, different for each `salt`: exact in every sum below.
+Tensor integers(const Shape& shape, int64_t salt) {
+  std::vector<float> v(static_cast<size_t>(numel_of(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((static_cast<int64_t>(i) * 5 + salt * 3) % 7 - 3);
+  return from_vector(v, shape);
+}
+
+// A copy of g [rows, cols] whose rows are stored 16 elements apart (cols < 16), like
+// cross_entropy's cuda dlogits: the narrow view of a [rows, 16] buffer.
+Tensor with_padded_rows(const Tensor& g) {
+  Tensor p = empty({g.size(0), 16}, {.dtype = g.dtype()}).narrow(1, 0, g.size(1));
+  p.copy_(g);
+  return p;
+}
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && a.contiguous().to_vector<float>() == b.contiguous().to_vector<float>();
+}
+
+}  // namespace
 
 TEST_CASE("gemm_row_stride pads large 16-bit rows to 16 bytes and leaves others alone", "[matmul]") {
   using ops::gemm_row_stride;
@@ -47,4 +81,65 @@ TEST_CASE("empty_with_gemm_aligned_rows is contiguous off cuda", "[matmul]") {
     CHECK(t.device() == device);
   }
   CHECK(ops::empty_with_gemm_aligned_rows({5}, {.dtype = DType::bf16}).sizes() == Shape{5});
+}
+
+TEST_CASE("a gradient with padded rows flows through reshape and linear like a contiguous one",
+          "[autograd][matmul]") {
+  // The tied head of a [2, 3] batch over a vocabulary of 13: logits = h . W^T, flattened
+  // to [6, 13] for the loss (which here is sum(logits * upstream)).
+  const Tensor h = integers({2, 3, 5}, 1), w = integers({13, 5}, 2), upstream = integers({6, 13}, 3);
+  for (bool use_linear : {true, false}) {
+    CAPTURE(use_linear);
+    Tensor dh[2], dw[2];
+    int head_grads_seen = 0;
+    for (int padded = 0; padded < 2; ++padded) {
+      const Tensor hd = h.detach().requires_grad_(), wd = w.detach().requires_grad_();
+      const Tensor logits = use_linear ? linear(hd, wd) : matmul(hd, wd.t());  // [2, 3, 13]
+      const Tensor flat = logits.reshape({-1, 13});
+      if (padded == 1) {
+        flat.register_hook([](const Tensor& g) { return with_padded_rows(g); });
+        // ReshapeBackward hands the head the padded rows as a [2, 3, 13] view, not a copy.
+        logits.register_hook([&](const Tensor& g) {
+          CHECK(g.strides() == Shape{48, 16, 1});
+          ++head_grads_seen;
+          return Tensor();
+        });
+      }
+      sum(mul(flat, upstream)).backward();
+      dh[padded] = hd.grad();
+      dw[padded] = wd.grad();
+    }
+    CHECK(head_grads_seen == 1);
+    CHECK(same_values(dh[1], dh[0]));
+    CHECK(same_values(dw[1], dw[0]));
+    CHECK(dh[1].is_contiguous());
+    CHECK(dw[1].is_contiguous());
+  }
+}
+
+TEST_CASE("a gradient with padded rows sums with another gradient and accumulates into a leaf",
+          "[autograd]") {
+  const Tensor c1 = integers({6, 13}, 4), c2 = integers({6, 13}, 5);
+  const Tensor x = integers({6, 13}, 6).requires_grad_();
+  auto loss = [&] {
+    // x reaches the loss twice: through a reshape whose gradient gets padded rows
+    // (the engine sums it with the other, contiguous one) and directly.
+    const Tensor viewed = x.reshape({6, 13});
+    viewed.register_hook([](const Tensor& g) { return with_padded_rows(g); });
+    return sum(mul(viewed, c1)) + sum(mul(x, c2));
+  };
+  loss().backward();
+  const Tensor once = c1 + c2;
+  CHECK(same_values(x.grad(), once));
+  CHECK(x.grad().is_contiguous());
+  // The only gradient of a leaf with padded rows: .grad becomes a contiguous copy; a
+  // second backward adds into it.
+  const Tensor y = integers({6, 13}, 7).requires_grad_();
+  for (int i = 0; i < 2; ++i) {
+    const Tensor viewed = y.reshape({6, 13});
+    viewed.register_hook([](const Tensor& g) { return with_padded_rows(g); });
+    sum(mul(viewed, c1)).backward();
+    CHECK(y.grad().is_contiguous());
+  }
+  CHECK(same_values(y.grad(), c1 + c1));
 }

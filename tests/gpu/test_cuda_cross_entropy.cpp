@@ -5,7 +5,10 @@
 // without label smoothing and ignored rows; ignore_index edge cases (every row
 // ignored, an ignore_index inside the class range, no rows); non-contiguous
 // logits, an incoming gradient other than 1, large logits; run-to-run
-// determinism; out-of-range targets.
+// determinism; out-of-range targets. The gradient of large bf16/f16 logits whose
+// vocabulary is not a multiple of 8 has padded, 16-byte aligned rows
+// (dtensor/ops/gemm_aligned_rows.h), and a tied head's GEMMs read it in place
+// (dh, dW against the CPU within the matmul tests' 2e-3 (f16), 1e-2 (bf16)).
 //
 // Tolerances (the kernels sum in another order than the CPU and use expf, not
 // Eigen's exp; everything is computed in float for f32/bf16/f16, in double for
@@ -22,6 +25,8 @@
 #include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/matmul.h"
+#include "dtensor/ops/matmul_backward.h"
 #include "dtensor/ops/nn.h"
 #include "dtensor/random.h"
 #include "gpu_test_support.h"
@@ -29,6 +34,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -309,4 +315,86 @@ TEST_CASE("CUDA cross_entropy with an out-of-range target gives the CPU's error"
   CHECK(std::isfinite(cross_entropy(logits_gpu, from_vector<int64_t>({0, 2}).to(kGpu)).item()));
   CHECK_THROWS_WITH(cross_entropy(logits_gpu, from_vector<int64_t>({0, 2})),
                     Catch::Contains("cross_entropy: expected all operands on cuda:0, but operand 1 is on cpu"));
+}
+
+TEST_CASE("CUDA cross_entropy writes the gradient of large bf16 and f16 logits into padded aligned rows",
+          "[gpu][cross_entropy]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  Generator gen(seed);
+  std::mt19937 rng(seed);
+  // [1024, 1025]: 1049600 >= 2^20 elements, rows of 2050 bytes; the gradient's rows are
+  // padded to 1032 elements (2064 bytes), so a GEMM reads them on the tensor cores.
+  const Tensor targets = random_targets(1024, 1025, rng, 0.1);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    const Tensor cpu = random_logits(1024, 1025, gen).to(dtype);
+    const Tensor gpu = cpu.to(kGpu);
+    check_cross_entropy(cpu, gpu, targets, -100, 0.1);
+    // The gradient as the backward hands it on (a leaf's .grad is a contiguous copy).
+    const Tensor x = gpu.detach().requires_grad_();
+    Tensor seen;
+    x.register_hook([&](const Tensor& g) {
+      seen = g;
+      return Tensor();
+    });
+    cross_entropy(x, targets.to(kGpu), -100, 0.1).backward();
+    REQUIRE(seen.defined());
+    CHECK(seen.sizes() == Shape{1024, 1025});
+    CHECK(seen.strides() == Shape{1032, 1});
+    CHECK(reinterpret_cast<uintptr_t>(seen.raw_data()) % 16 == 0);
+    CHECK(x.grad().is_contiguous());
+    CHECK(bit_difference(x.grad(), seen) == "");
+  }
+  // No padding: f32, rows already a multiple of 8, or too few elements.
+  auto grad_strides = [&](const Shape& shape, DType dtype) {
+    const Tensor x = random_logits(shape[0], shape[1], gen).to(dtype).to(kGpu).requires_grad_();
+    Shape strides;
+    x.register_hook([&](const Tensor& g) {
+      strides = g.strides();
+      return Tensor();
+    });
+    cross_entropy(x, random_targets(shape[0], shape[1], rng, 0.0).to(kGpu)).backward();
+    return strides;
+  };
+  CHECK(grad_strides({1024, 1025}, DType::f32) == Shape{1025, 1});
+  CHECK(grad_strides({1024, 1024}, DType::bf16) == Shape{1024, 1});
+  CHECK(grad_strides({1000, 1025}, DType::f16) == Shape{1025, 1});
+}
+
+TEST_CASE("CUDA cross_entropy's padded gradient feeds a tied head's GEMMs in place and matches the CPU",
+          "[gpu][cross_entropy]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  // logits = h . W^T with W [1025, 96], like GPT-2's tied head over an odd vocabulary.
+  const Tensor targets = random_targets(1024, 1025, gen, 0.1);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    CAPTURE(name_of(dtype));
+    const Tensor h = random_cpu({1024, 96}, dtype, gen, -1, 1), w = random_cpu({1025, 96}, dtype, gen, -0.3, 0.3);
+    Tensor dh[2], dw[2];
+    for (int d = 0; d < 2; ++d) {
+      const Device device = d == 0 ? kCpu : kGpu;
+      const Tensor hd = h.to(device).detach().requires_grad_(), wd = w.to(device).detach().requires_grad_();
+      const Tensor logits = matmul(hd, wd.t());
+      bool checked = false;
+      if (device == kGpu) {
+        logits.register_hook([&](const Tensor& g) {
+          CHECK(g.strides() == Shape{1032, 1});
+          // The matmul backward reads it as it is: no copy into aligned rows.
+          CHECK(ops::with_gemm_aligned_rows(g).is_same(g));
+          checked = true;
+          return Tensor();
+        });
+      }
+      cross_entropy(logits, targets.to(device)).backward();
+      CHECK(checked == (device == kGpu));
+      dh[d] = hd.grad();
+      dw[d] = wd.grad();
+    }
+    // The last GEMM (dW = dlogits^T . h) ran on the tensor cores, not the guarded loads.
+    CHECK(kernels::cuda::gemm_last_path() != kernels::cuda::GemmPath::mma_sync_guarded);
+    const double tol = dtype == DType::f16 ? 2e-3 : 1e-2;
+    CHECK(relative_error(dh[1], dh[0]) <= tol);
+    CHECK(relative_error(dw[1], dw[0]) <= tol);
+  }
 }
