@@ -1,5 +1,5 @@
 // Internal to the CUDA GEMM: the epilogue of the 16-bit kernels (gemm.cu's mma.sync,
-// gemm_sm90.cu's wgmma), applied to accumulators on their way to C. Its arithmetic is
+// gemm_sm90_kernel.cuh's wgmma), applied to accumulators on their way to C. Its arithmetic is
 // kernels/gemm_epilogue.h's: v = alpha * acc + beta * C + bias[col], rounded once; C
 // gets the activation of the rounded v, and pre (when set) the rounded v itself.
 //

@@ -1,6 +1,7 @@
 // Internal to the CUDA GEMM (gemm.cu): the Hopper path, a wgmma.mma_async kernel fed by
-// bulk tensor copies (TMA), compiled for sm_90a in gemm_sm90.cu. gemm.cu asks it first
-// for bf16/f16 GEMMs and falls back to its mma.sync kernels when it declines.
+// bulk tensor copies (TMA): host side in gemm_sm90.cu, kernels (compiled for sm_90a) in
+// gemm_sm90_kernel.cuh. gemm.cu asks it first for bf16/f16 GEMMs and falls back to its
+// mma.sync kernels when it declines.
 #pragma once
 
 #include "kernels/gemm_epilogue.h"

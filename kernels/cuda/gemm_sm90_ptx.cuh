@@ -1,4 +1,4 @@
-// PTX wrappers for the Hopper GEMM (gemm_sm90.cu): mbarriers, bulk tensor copies (TMA),
+// PTX wrappers for the Hopper GEMM (gemm_sm90_kernel.cuh): mbarriers, bulk tensor copies (TMA),
 // wgmma shared-memory descriptors and the wgmma instructions themselves. Device code
 // only, and only meaningful in an sm_90a compilation pass (callers guard with
 // __CUDA_ARCH_FEAT_SM90_ALL).
