@@ -55,7 +55,7 @@ class CudaCachingAllocator final : public Allocator {
 
   struct Block {
     void* ptr = nullptr;
-    size_t size = 0;  // rounded size, as taken from the driver
+    size_t size = 0;  // as taken from the driver: rounded to its class when caching
     int device = 0;
     cudaStream_t stream = nullptr;
     std::vector<cudaStream_t> other_streams;

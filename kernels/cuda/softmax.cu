@@ -277,12 +277,14 @@ void launch_cached(int vecs_per_thread, unsigned grid, int threads, const T* in,
   }
 }
 
-// Rows of at most 32 vectors: a row per kLanes lanes, one vector each.
+// A row per kLanes lanes of a warp, vecs_per_thread vectors each, in blocks of
+// kWarpBlockThreads.
 template <class T, Kind kind, int kLanes>
-void launch_lanes_per_row(const T* in, int64_t rows, int64_t cols, T* out, cudaStream_t stream) {
+void launch_lanes_per_row(int vecs_per_thread, const T* in, int64_t rows, int64_t cols, T* out,
+                          cudaStream_t stream) {
   const int64_t rows_per_block = kWarpBlockThreads / kLanes;
-  launch_cached<T, kind, kLanes>(1, grid_of((rows + rows_per_block - 1) / rows_per_block), kWarpBlockThreads, in,
-                                 rows, cols, out, stream);
+  launch_cached<T, kind, kLanes>(vecs_per_thread, grid_of((rows + rows_per_block - 1) / rows_per_block),
+                                 kWarpBlockThreads, in, rows, cols, out, stream);
 }
 
 template <class T, Kind kind>
@@ -293,16 +295,14 @@ void launch_softmax(const T* in, int64_t rows, int64_t cols, T* out, cudaStream_
   if (rows == 0 || cols == 0) return;
   const int64_t vecs = (cols + kVec<T> - 1) / kVec<T>;  // per row
   if (vecs <= 4) {
-    launch_lanes_per_row<T, kind, 4>(in, rows, cols, out, stream);
+    launch_lanes_per_row<T, kind, 4>(1, in, rows, cols, out, stream);
   } else if (vecs <= 8) {
-    launch_lanes_per_row<T, kind, 8>(in, rows, cols, out, stream);
+    launch_lanes_per_row<T, kind, 8>(1, in, rows, cols, out, stream);
   } else if (vecs <= 16) {
-    launch_lanes_per_row<T, kind, 16>(in, rows, cols, out, stream);
+    launch_lanes_per_row<T, kind, 16>(1, in, rows, cols, out, stream);
   } else if (vecs <= int64_t{kWarpSize} * kWarpMaxVecs) {
     const int n = vecs <= kWarpSize ? 1 : vecs <= 2 * kWarpSize ? 2 : 4;
-    const int64_t rows_per_block = kWarpBlockThreads / kWarpSize;
-    launch_cached<T, kind, kWarpSize>(n, grid_of((rows + rows_per_block - 1) / rows_per_block),
-                                      kWarpBlockThreads, in, rows, cols, out, stream);
+    launch_lanes_per_row<T, kind, kWarpSize>(n, in, rows, cols, out, stream);
   } else if (vecs <= int64_t{kMaxBlockThreads} * kBlockMaxVecs<T>) {
     // Up to 256 threads while that holds the row in kBlockMaxVecs vectors each; more past that.
     int n = 1;
