@@ -12,6 +12,7 @@
 // once; the memcpy row counts its read and its write. Medians of 20 runs timed with
 // events after 3 warm-up runs.
 //   cuda_adamw_bench [parameters]   (default 100M)
+#include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/cuda_check.h"
@@ -33,23 +34,11 @@ namespace {
 using dtr::bf16;
 namespace kc = dtr::kernels::cuda;
 
-// Hashed values in [lo, hi).
-template <class T>
-__global__ void fill_hashed(T* p, int64_t n, uint32_t seed, float lo, float hi) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = dtr::convert<T>(lo + static_cast<float>(h >> 8) * ((hi - lo) / 16777216.0f));
-  }
-}
-
 template <class T>
 T* device_array(int64_t n, uint32_t seed, float lo, float hi) {
   T* p = nullptr;
   DTR_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(n) * sizeof(T)));
-  fill_hashed<<<4096, 256>>>(p, n, seed, lo, hi);
+  dtr::bench::fill_hashed<<<4096, 256>>>(p, n, seed, lo, hi);
   DTR_CUDA_CHECK_LAUNCH();
   return p;
 }

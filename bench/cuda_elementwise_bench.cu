@@ -17,6 +17,7 @@
 //   add f32 / bf16 transposed (N-D)    0.634 / 0.587 ms  1270 /  686 GB/s  ( 45% /  24%)
 // bf16 gelu is bound by arithmetic, not bytes (8 erfcf/expf per thread per 16 bytes);
 // the misaligned path moves 2-4 bytes per access, and the N-D path divides in 64 bits.
+#include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
@@ -37,23 +38,10 @@ using dtr::bf16;
 namespace kc = dtr::kernels::cuda;
 
 template <class T>
-__global__ void fill_hashed(T* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{blockDim.x} * gridDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    const float v = static_cast<float>(h >> 8) * (8.0f / 16777216.0f) - 4.0f;  // [-4, 4)
-    p[i] = dtr::convert<T>(v);
-  }
-}
-
-template <class T>
 T* device_buffer(int64_t n, uint32_t seed) {
   T* p = nullptr;
   DTR_CUDA_CHECK(cudaMalloc(&p, (n + 16) * sizeof(T)));
-  fill_hashed<<<4096, 256>>>(p, n + 16, seed);
+  dtr::bench::fill_hashed<<<4096, 256>>>(p, n + 16, seed, -4.0f, 4.0f);
   DTR_CUDA_CHECK_LAUNCH();
   return p;
 }

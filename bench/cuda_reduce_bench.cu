@@ -29,6 +29,7 @@
 // instead of the online rescaling branch; rows of up to 16 vectors take 4, 8 or
 // 16 lanes each. Not tried: float -> bf16 with the hardware cvt.rn.bf16 instead
 // of Eigen's software rounding.
+#include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/reduce.h"
@@ -48,33 +49,11 @@ namespace {
 
 using namespace dtr;
 namespace kc = dtr::kernels::cuda;
+using dtr::bench::device_empty;
+using dtr::bench::device_random;
 
 constexpr int kWarmup = 3;
 constexpr int kRuns = 20;
-
-// Uniform values in [-4, 4) from a hash of the index.
-template <class T>
-__global__ void fill_random(T* out, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{blockDim.x} * gridDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed ^ static_cast<uint32_t>(i >> 32);
-    h ^= h >> 16;
-    h *= 0x7feb352du;
-    h ^= h >> 15;
-    h *= 0x846ca68bu;
-    h ^= h >> 16;
-    out[i] = convert<T>(static_cast<float>(h) * (8.0f / 4294967296.0f) - 4.0f);
-  }
-}
-
-template <class T>
-T* random_buffer(int64_t n, uint32_t seed) {
-  T* p = nullptr;
-  DTR_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
-  fill_random<<<4096, 256>>>(p, n, seed);
-  DTR_CUDA_CHECK_LAUNCH();
-  return p;
-}
 
 // Median milliseconds of fn() on `stream`.
 float median_ms(cudaStream_t stream, const std::function<void()>& fn) {
@@ -100,9 +79,10 @@ int main() {
 
   // Device-to-device copy: 1 GiB read + 1 GiB written.
   const int64_t n = int64_t{1} << 28;
-  float* src = random_buffer<float>(n, 1);
-  float* dst = nullptr;
-  DTR_CUDA_CHECK(cudaMalloc(&dst, n * sizeof(float)));
+  auto src_buffer = device_random<float>(n, 1);
+  auto dst_buffer = device_empty<float>(n);
+  const float* src = src_buffer.get();
+  float* dst = dst_buffer.get();
   rows.push_back({"copy f32 2^28 (read + write)", 2.0 * n * sizeof(float), median_ms(stream, [&] {
                     DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
                   })});
@@ -123,8 +103,8 @@ int main() {
   rows.push_back({"argmax f32 [1, 2^28]", 1.0 * n * sizeof(float), median_ms(stream, [&] {
                     kc::argmax_rows<float>(src, 1, n, reinterpret_cast<int64_t*>(out), workspace, stream);
                   })});
-  DTR_CUDA_CHECK(cudaFree(src));
-  DTR_CUDA_CHECK(cudaFree(dst));
+  src_buffer.reset();
+  dst_buffer.reset();
 
   // Softmax: bf16 [8192, 50304] (row in shared memory), [32768, 4096] (registers), [2^20, 128] (warp).
   struct Shape2 {
@@ -134,28 +114,22 @@ int main() {
   for (const Shape2& s : {Shape2{8192, 50304, "smem"}, Shape2{32768, 4096, "regs"},
                           Shape2{1 << 20, 128, "warp"}}) {
     const int64_t count = s.rows * s.cols;
-    bf16* x = random_buffer<bf16>(count, 2);
-    bf16* y = nullptr;
-    DTR_CUDA_CHECK(cudaMalloc(&y, count * sizeof(bf16)));
+    auto x = device_random<bf16>(count, 2);
+    auto y = device_empty<bf16>(count);
     const std::string shape = "[" + std::to_string(s.rows) + ", " + std::to_string(s.cols) + "] (" + s.note + ")";
     rows.push_back({"softmax bf16 " + shape, 2.0 * count * sizeof(bf16), median_ms(stream, [&] {
-                      kc::softmax_rows<bf16>(x, s.rows, s.cols, y, stream);
+                      kc::softmax_rows<bf16>(x.get(), s.rows, s.cols, y.get(), stream);
                     })});
     rows.push_back({"log_softmax bf16 " + shape, 2.0 * count * sizeof(bf16), median_ms(stream, [&] {
-                      kc::log_softmax_rows<bf16>(x, s.rows, s.cols, y, stream);
+                      kc::log_softmax_rows<bf16>(x.get(), s.rows, s.cols, y.get(), stream);
                     })});
-    DTR_CUDA_CHECK(cudaFree(x));
-    DTR_CUDA_CHECK(cudaFree(y));
   }
   {
     const int64_t r = 8192, c = 50304, count = r * c;  // f32: too long for shared memory, read twice
-    float* x = random_buffer<float>(count, 3);
-    float* y = nullptr;
-    DTR_CUDA_CHECK(cudaMalloc(&y, count * sizeof(float)));
+    auto x = device_random<float>(count, 3);
+    auto y = device_empty<float>(count);
     rows.push_back({"softmax f32 [8192, 50304] (2 reads)", 2.0 * count * sizeof(float),
-                    median_ms(stream, [&] { kc::softmax_rows<float>(x, r, c, y, stream); })});
-    DTR_CUDA_CHECK(cudaFree(x));
-    DTR_CUDA_CHECK(cudaFree(y));
+                    median_ms(stream, [&] { kc::softmax_rows<float>(x.get(), r, c, y.get(), stream); })});
   }
   DTR_CUDA_CHECK(cudaFree(workspace));
   DTR_CUDA_CHECK(cudaDeviceSynchronize());

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a lent GPU machine, after scripts/device_check.sh has built build/device in the
 # same command: runs the dtr GPU benchmarks that were built (dtr_cuda_gemm_bench
-# --quick, dtr_cuda_elementwise_bench, dtr_cuda_reduce_bench, and when present
+# --quick, dtr_cuda_elementwise_bench, dtr_cuda_reduce_bench, dtr_cuda_rowwise_bench, and when present
 # dtr_attention_bench, dtr_cuda_adamw_bench, dtr_gpu_train_step_bench), dtr-train
 # --device cuda on the small model, and the
 # PyTorch yardsticks (bench/torch_sdpa_bench.py, bench/torch_gpt2_step.py in autocast
@@ -62,6 +62,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader 2>/
 run_bin dtr_cuda_gemm_bench 60 22 --quick
 run_bin dtr_cuda_elementwise_bench 25 10
 run_bin dtr_cuda_reduce_bench 25 16
+run_bin dtr_cuda_rowwise_bench 40 24
 run_bin dtr_cuda_adamw_bench 25 10
 run_bin dtr_attention_bench 30 6
 run_bin dtr_gpu_train_step_bench 75 20 --batch 8 --seq 1024 --warmup 3 --steps 10 --breakdown 2 --kernel-table 30
