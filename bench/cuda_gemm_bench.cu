@@ -8,7 +8,7 @@
 // default dispatch ("dtr": the wgmma path on an H100 where it applies; "path" says
 // which ran), the wgmma kernel forced to 128- and 256-wide tiles, cuBLAS, and the
 // relative norm of the difference between dtr's default result and cuBLAS's.
-//   cuda_gemm_bench [--quick]
+//   cuda_gemm_bench [--quick]   (--quick: square 4096 NN and GPT-2's shapes that matter most)
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_sm90.h"
 
@@ -50,6 +50,8 @@ struct Problem {
   const char* name;
   int m, n, k;
   Transpose ta, tb;
+  int a_pad = 0;       // elements past each stored row of A (padded rows, like GPT-2's dlogits)
+  bool quick = false;  // also run with --quick
 };
 
 template <class T>
@@ -96,7 +98,12 @@ double rel_diff(const T* x, const T* y, size_t n) {
 
 template <class T>
 void run(cublasHandle_t handle, const Problem& p, const char* dtype) {
-  const size_t a_elems = size_t(p.m) * p.k, b_elems = size_t(p.k) * p.n, c_elems = size_t(p.m) * p.n;
+  // Row-major leading dims of the stored operands.
+  const int lda = (p.ta == Transpose::no ? p.k : p.m) + p.a_pad;
+  const int ldb = p.tb == Transpose::no ? p.n : p.k;
+  const int ldc = p.n;
+  const size_t a_elems = size_t(p.ta == Transpose::no ? p.m : p.k) * lda;
+  const size_t b_elems = size_t(p.k) * p.n, c_elems = size_t(p.m) * p.n;
   const size_t set_bytes = (a_elems + b_elems) * sizeof(T);
   const int sets = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / set_bytes, 1, 16));
   std::mt19937 rng(42);
@@ -114,10 +121,6 @@ void run(cublasHandle_t handle, const Problem& p, const char* dtype) {
   T *c_dtr = nullptr, *c_ref = nullptr;
   BENCH_CUDA(cudaMalloc(&c_dtr, c_elems * sizeof(T)));
   BENCH_CUDA(cudaMalloc(&c_ref, c_elems * sizeof(T)));
-  // Row-major leading dims of the stored operands.
-  const int lda = p.ta == Transpose::no ? p.k : p.m;
-  const int ldb = p.tb == Transpose::no ? p.n : p.k;
-  const int ldc = p.n;
 
   auto dtr_call = [&](const T* a_, const T* b_, T* c_) {
     dtr::kernels::cuda::gemm<T>(p.ta, p.tb, p.m, p.n, p.k, 1.f, a_, lda, b_, ldb, 0.f, c_, ldc, nullptr);
@@ -233,15 +236,26 @@ int main(int argc, char** argv) {
   constexpr Transpose N = Transpose::no, T = Transpose::yes;
   // GPT-2 124M, tokens = 8192, C = 768: y = x . W^T with W stored [out, in] (B transposed).
   std::vector<Problem> bf16_problems = {
-      {"square", 1024, 1024, 1024, N, N},   {"square", 2048, 2048, 2048, N, N},
-      {"square", 4096, 4096, 4096, N, N},   {"square", 4096, 4096, 4096, N, T},
-      {"square", 4096, 4096, 4096, T, N},   {"square", 8192, 8192, 8192, N, N},
-      {"gpt2.qkv", 8192, 2304, 768, N, T},  {"gpt2.attproj", 8192, 768, 768, N, T},
-      {"gpt2.fc", 8192, 3072, 768, N, T},   {"gpt2.fcproj", 8192, 768, 3072, N, T},
+      {"square", 1024, 1024, 1024, N, N},
+      {"square", 2048, 2048, 2048, N, N},
+      {"square", 4096, 4096, 4096, N, N, 0, true},
+      {"square", 4096, 4096, 4096, N, T},
+      {"square", 4096, 4096, 4096, T, N},
+      {"square", 8192, 8192, 8192, N, N},
+      {"gpt2.qkv", 8192, 2304, 768, N, T, 0, true},
+      {"gpt2.attproj", 8192, 768, 768, N, T},
+      {"gpt2.fc", 8192, 3072, 768, N, T, 0, true},
+      {"gpt2.fcproj", 8192, 768, 3072, N, T, 0, true},
       // Backward: dX = dY . W is NN (W stored [out, in]).
       {"gpt2.fc.dX", 8192, 768, 3072, N, N},
+      // The tied head (vocabulary 50257): logits = h . W^T, whose rows of 50257 bf16 are
+      // not 16-byte aligned (C); dh = dlogits . W and dW = dlogits^T . h read dlogits
+      // in rows padded to 50264 as cross-entropy's backward writes them.
+      {"gpt2.head", 8192, 50257, 768, N, T, 0, true},
+      {"gpt2.head.dX", 8192, 768, 50257, N, N, 7, true},
+      {"gpt2.head.dW", 50257, 768, 8192, T, N, 7, true},
   };
-  if (quick) bf16_problems.resize(3);
+  if (quick) std::erase_if(bf16_problems, [](const Problem& p) { return !p.quick; });
   std::printf("TFLOP/s; mma%% and dtr%% are of cuBLAS\n");
   std::printf("%-13s %-4s %-2s %5s %5s %5s  %8s %7s %7s %7s %7s  %6s %6s  %7s  %s\n", "case", "dtype", "op", "m", "n",
               "k", "mma.sync", "dtr", "wg128", "wg256", "cuBLAS", "mma%", "dtr%", "rel.diff", "path");
