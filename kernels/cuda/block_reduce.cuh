@@ -5,10 +5,16 @@
 // Vectors: a row is read as vectors of kVec<T> = 16 / sizeof(T) elements, vector
 // i holding elements [i * kVec, (i + 1) * kVec). Thread t of a group of n takes
 // vectors t, t + n, t + 2n, ... in that order. Where the row start is 16-byte
-// aligned a vector is one 16-byte load, otherwise kVec element loads; the last,
-// partial vector is loaded element by element. Either way a thread sees the
-// same elements in the same order, so results do not depend on alignment.
+// aligned a vector is one 16-byte load. Otherwise load_vec_checked reads kVec
+// element loads, and load_vec_spanning (for kernels whose rows mostly start
+// unaligned, like cross-entropy over a 50257-word vocabulary) the one or two
+// aligned 16-byte chunks that hold the vector, shifted into place
+// (kernels/byte_window.h); elements past the row's end read as a fill value.
+// Either way a thread sees the same elements in the same order, so results do not
+// depend on alignment.
 #pragma once
+
+#include "kernels/byte_window.h"
 
 #include <cuda_runtime.h>
 
@@ -77,6 +83,29 @@ __device__ inline Vec<T> load_vec(const T* p) {
   return Vec<T>{{raw.x, raw.y, raw.z, raw.w}};
 }
 
+// The kVec<T> elements from p, of which the first `valid` (>= 1) lie in the row,
+// wherever p is: the 16-byte aligned chunk holding p and, when it holds a valid
+// element, the next one, read whole and cut with byte_window16. Elements past
+// `valid` hold whatever the chunks held. A chunk is read only when it holds a
+// valid element, so no read leaves the 16-byte granules of the row's own bytes,
+// nor therefore its allocation (allocations start 256-byte aligned). Bytes of
+// such a granule outside the row may be ones nobody wrote (initcheck says so).
+template <class T>
+__device__ inline Vec<T> load_vec_window(const T* p, int64_t valid) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const auto shift = static_cast<unsigned>(addr & 15u);
+  const uint4* chunk = reinterpret_cast<const uint4*>(addr - shift);
+  const uint4 first = __ldg(chunk);
+  if (shift == 0) return Vec<T>{{first.x, first.y, first.z, first.w}};
+  const bool second_needed = static_cast<int64_t>((16 - shift) / sizeof(T)) < valid;
+  const uint4 second = second_needed ? __ldg(chunk + 1) : make_uint4(0, 0, 0, 0);
+  const uint32_t lo[4] = {first.x, first.y, first.z, first.w};
+  const uint32_t hi[4] = {second.x, second.y, second.z, second.w};
+  Vec<T> v;
+  kernels::byte_window16(lo, hi, shift, v.w);
+  return v;
+}
+
 // The vector starting at element e of a row of `cols` elements; elements past
 // the end read as `fill`. `aligned` says whether the row start is 16-byte aligned.
 template <class T>
@@ -86,6 +115,22 @@ __device__ inline Vec<T> load_vec_checked(const T* row, int64_t cols, int64_t e,
   Vec<T> v{};
 #pragma unroll
   for (int k = 0; k < kVec<T>; ++k) v.set(k, e + k < cols ? row[e + k] : fill);
+  return v;
+}
+
+// load_vec_checked's result with two 16-byte loads instead of kVec element loads
+// where the row is unaligned. It takes more registers (the norm kernels that cache
+// rows in registers spilled with it), so it is for the kernels that need it.
+template <class T>
+__device__ inline Vec<T> load_vec_spanning(const T* row, int64_t cols, int64_t e, bool aligned, T fill) {
+  if (aligned && e + kVec<T> <= cols) return load_vec(row + e);
+  Vec<T> v = load_vec_window(row + e, cols - e);
+  if (e + kVec<T> > cols) {
+#pragma unroll
+    for (int k = 0; k < kVec<T>; ++k) {
+      if (e + k >= cols) v.set(k, fill);
+    }
+  }
   return v;
 }
 

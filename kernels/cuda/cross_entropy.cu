@@ -32,30 +32,43 @@ struct RowState {
   int64_t n;
 };
 
-template <class A, bool kSmooth>
-__device__ inline void add_element(RowState<A>& s, A a) {
-  if (a > s.max || a != a) {  // a new max, or a NaN
-    if (s.max == s.max) {     // (a NaN max sticks)
-      s.sum_exp = s.sum_exp * exp_acc(s.max - a) + A(1);
-      if constexpr (kSmooth) {
-        // Earlier elements are shifted by the old max; move them to the new one.
-        s.sum_shift = s.n == 0 ? A(0) : s.sum_shift - static_cast<A>(s.n) * (a - s.max);
-      }
-      s.max = a;
-    }
-  } else if (a != neg_inf<A>()) {
-    s.sum_exp += exp_acc(a - s.max);
-    if constexpr (kSmooth) s.sum_shift += a - s.max;
-  } else if constexpr (kSmooth) {
-    s.sum_shift += a;  // -inf - max is -inf (also when max is -inf)
+// Adds the first `valid` (1 to kVec<T>) elements of v to the state: their max first
+// (one rescale of the state per vector, not a branch per element), then their
+// exponentials at the new max.
+template <class T, bool kSmooth, class A = acc_t<T>>
+__device__ inline void add_vector(RowState<A>& s, const Vec<T>& v, int valid) {
+  A a[kVec<T>];
+  A vmax = neg_inf<A>();
+#pragma unroll
+  for (int k = 0; k < kVec<T>; ++k) {
+    a[k] = convert<A>(v.get(k));
+    if (k < valid && (a[k] > vmax || a[k] != a[k])) vmax = a[k];  // NaN-propagating
   }
-  ++s.n;
+  if ((vmax > s.max || vmax != vmax) && s.max == s.max) {  // a new max (a NaN max sticks)
+    s.sum_exp = s.n == 0 ? A(0) : s.sum_exp * row_exp<T>(s.max - vmax);
+    if constexpr (kSmooth) {
+      // Earlier elements are shifted by the old max; move them to the new one.
+      s.sum_shift = s.n == 0 ? A(0) : s.sum_shift - static_cast<A>(s.n) * (vmax - s.max);
+    }
+    s.max = vmax;
+  }
+#pragma unroll
+  for (int k = 0; k < kVec<T>; ++k) {
+    if (k >= valid) continue;
+    if (a[k] != neg_inf<A>()) {
+      s.sum_exp += row_exp<T>(a[k] - s.max);
+      if constexpr (kSmooth) s.sum_shift += a[k] - s.max;
+    } else if constexpr (kSmooth) {
+      s.sum_shift += a[k];  // -inf - max is -inf (also when max is -inf)
+    }
+  }
+  s.n += valid;
 }
 
-template <class A>
+template <class T, class A = acc_t<T>>
 struct CombineRowState {
   __device__ static A rescaled_exp(const RowState<A>& p, A max) {
-    return p.sum_exp == A(0) ? A(0) : p.sum_exp * exp_acc(p.max - max);
+    return p.sum_exp == A(0) ? A(0) : p.sum_exp * row_exp<T>(p.max - max);
   }
   __device__ static A rescaled_shift(const RowState<A>& p, A max) {
     return p.n == 0 || p.max == max ? p.sum_shift : p.sum_shift - static_cast<A>(p.n) * (max - p.max);
@@ -86,13 +99,10 @@ __global__ void __launch_bounds__(kMaxThreads)
     const bool aligned = is_aligned16(x);
     RowState<A> part{neg_inf<A>(), A(0), A(0), 0};
     for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-      const Vec<T> v = load_vec_checked(x, cols, i * V, aligned, convert<T>(A(0)));
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        if (i * V + k < cols) add_element<A, kSmooth>(part, convert<A>(v.get(k)));
-      }
+      const Vec<T> v = load_vec_spanning(x, cols, i * V, aligned, convert<T>(A(0)));
+      add_vector<T, kSmooth>(part, v, static_cast<int>(std::min<int64_t>(V, cols - i * V)));
     }
-    part = block_allreduce(part, CombineRowState<A>{});
+    part = block_allreduce(part, CombineRowState<T>{});
     if (threadIdx.x == 0) {
       const A log_sum = log_acc(part.sum_exp);
       const A nll = log_sum - (convert<A>(x[target]) - part.max);
@@ -147,11 +157,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     const A max = row_max[r];
     const A log_sum = row_log_sum[r];
     for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-      const Vec<T> v = load_vec_checked(x, cols, i * V, x_aligned, convert<T>(A(0)));
+      const Vec<T> v = load_vec_spanning(x, cols, i * V, x_aligned, convert<T>(A(0)));
       Vec<T> o{};
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        A g = exp_acc((convert<A>(v.get(k)) - max) - log_sum) - uniform;  // p_j - eps / cols
+        A g = row_exp<T>((convert<A>(v.get(k)) - max) - log_sum) - uniform;  // p_j - eps / cols
         if (i * V + k == target) g -= hit;
         o.set(k, convert<T>(g * scale));
       }

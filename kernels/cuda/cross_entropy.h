@@ -14,20 +14,22 @@
 // acc_t<T> (float for f32/bf16/f16, double for f64) and rounded once on store.
 //
 // Launch strategy: one block per row (grid-stride over rows), 32 to 512 threads
-// from cols, reading (and in the backward writing) the row as 16-byte vectors where
-// it is aligned. Reads and writes check their own row's alignment: logits rows of
-// 50257 bf16 are mostly unaligned (element loads) while dlogits rows padded to a
-// multiple of 8 elements are all aligned (vector stores but the partial last one).
+// from cols, reading (and in the backward writing) the row as 16-byte vectors.
+// Logits rows of 50257 bf16 mostly start unaligned: a vector is then cut from the
+// two aligned 16-byte chunks around it (kernels/cuda/block_reduce.cuh), two loads
+// instead of eight. Stores check their own row's alignment: dlogits rows padded to
+// a multiple of 8 elements are all aligned (vector stores but the partial last one).
 //   - forward: one read of the row; each thread keeps an online (max, sum of
-//     exp(x - max), sum of (x - max), count), folded across the block by a fixed
-//     shuffle + shared-memory tree; thread 0 reads the target logit and writes
-//     loss, max and log_sum of the row;
+//     exp(x - max), sum of (x - max), count), moved to a new max once per vector,
+//     folded across the block by a fixed shuffle + shared-memory tree; thread 0
+//     reads the target logit and writes loss, max and log_sum of the row;
 //   - mean: one block folds the per-row losses in a fixed order and writes
 //     sum / counted (0 / 0 = NaN when nothing is counted, like the CPU op);
 //   - backward: one read and one write of the row, recomputing p_j from the
 //     saved (max, log_sum); probabilities are never stored.
 // No float atomics anywhere: results are bitwise the same on every run. They
-// match the CPU within rounding (different summation order, expf vs Eigen's exp).
+// match the CPU within rounding (different summation order; exp is expf for f32,
+// __expf for bf16/f16 as in kernels/cuda/acc_math.cuh's row_exp, Eigen's on the CPU).
 // Launchers enqueue on `stream` and return without synchronizing. Floating T only.
 #pragma once
 

@@ -37,20 +37,6 @@ struct Plus {
   __device__ A operator()(A a, A b) const { return a + b; }
 };
 
-// exp(shifted) <= 1 for an element of a row of T. For 16-bit T the hardware's fast
-// exp2 of a prescaled argument (__expf: relative error ~1e-6 over the range that
-// matters, far below their rounding of 4e-3 or 5e-4; its libm twin took ~10
-// instructions, and softmax was bound by instructions, not bytes); the accurate one
-// otherwise. exp(0) is exactly 1 either way, so a row's max element stays exact.
-template <class T, class A>
-__device__ inline A row_exp(A shifted) {
-  if constexpr (is_half_v<T>) {
-    return shifted == A(0) ? A(1) : __expf(shifted);
-  } else {
-    return exp_acc(shifted);
-  }
-}
-
 // row_exp flushed to 0 below the smallest normal number, like the CPU kernel.
 template <class T, class A>
 __device__ inline A flushed_exp(A shifted) {
