@@ -10,9 +10,9 @@
 // (dtensor/ops/gemm_aligned_rows.h), and a tied head's GEMMs read it in place
 // (dh, dW against the CPU within the matmul tests' 2e-3 (f16), 1e-2 (bf16)).
 //
-// Tolerances (the kernels sum in another order than the CPU and use expf, not
-// Eigen's exp; everything is computed in float for f32/bf16/f16, in double for
-// f64, and rounded once):
+// Tolerances (the kernels sum in another order than the CPU and use expf (f32) or
+// __expf (bf16/f16, relative error ~1e-6), not Eigen's exp; everything is computed
+// in float for f32/bf16/f16, in double for f64, and rounded once):
 //   loss:     |gpu - cpu| <= atol + rtol * |cpu|, atol = rtol = 1e-5 (f32, bf16,
 //             f16) or 1e-12 (f64), plus one rounding of the output for bf16
 //             (2^-7 * |cpu|) and f16 (2^-10 * |cpu|);
