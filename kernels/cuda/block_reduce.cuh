@@ -1,4 +1,4 @@
-// Building blocks shared by the CUDA row kernels (reduce.cu, softmax.cu):
+// Building blocks shared by the CUDA row kernels (reduce, softmax, norms, cross-entropy):
 // 16-byte vectors of row elements, and warp / block all-reductions whose
 // combination order is fixed (so results are bitwise reproducible).
 //
@@ -7,9 +7,10 @@
 // vectors t, t + n, t + 2n, ... in that order. Where the row start is 16-byte
 // aligned a vector is one 16-byte load. Otherwise load_vec_checked reads kVec
 // element loads, and load_vec_spanning (for kernels whose rows mostly start
-// unaligned, like cross-entropy over a 50257-word vocabulary) the one or two
-// aligned 16-byte chunks that hold the vector, shifted into place
-// (kernels/byte_window.h); elements past the row's end read as a fill value.
+// unaligned, like cross-entropy over a 50257-word vocabulary) the two aligned
+// 16-byte chunks that hold the vector, shifted into place (kernels/byte_window.h),
+// but for the row's last one or two vectors; elements past the row's end read as a
+// fill value.
 // Either way a thread sees the same elements in the same order, so results do not
 // depend on alignment.
 #pragma once
@@ -83,29 +84,6 @@ __device__ inline Vec<T> load_vec(const T* p) {
   return Vec<T>{{raw.x, raw.y, raw.z, raw.w}};
 }
 
-// The kVec<T> elements from p, of which the first `valid` (>= 1) lie in the row,
-// wherever p is: the 16-byte aligned chunk holding p and, when it holds a valid
-// element, the next one, read whole and cut with byte_window16. Elements past
-// `valid` hold whatever the chunks held. A chunk is read only when it holds a
-// valid element, so no read leaves the 16-byte granules of the row's own bytes,
-// nor therefore its allocation (allocations start 256-byte aligned). Bytes of
-// such a granule outside the row may be ones nobody wrote (initcheck says so).
-template <class T>
-__device__ inline Vec<T> load_vec_window(const T* p, int64_t valid) {
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  const auto shift = static_cast<unsigned>(addr & 15u);
-  const uint4* chunk = reinterpret_cast<const uint4*>(addr - shift);
-  const uint4 first = __ldg(chunk);
-  if (shift == 0) return Vec<T>{{first.x, first.y, first.z, first.w}};
-  const bool second_needed = static_cast<int64_t>((16 - shift) / sizeof(T)) < valid;
-  const uint4 second = second_needed ? __ldg(chunk + 1) : make_uint4(0, 0, 0, 0);
-  const uint32_t lo[4] = {first.x, first.y, first.z, first.w};
-  const uint32_t hi[4] = {second.x, second.y, second.z, second.w};
-  Vec<T> v;
-  kernels::byte_window16(lo, hi, shift, v.w);
-  return v;
-}
-
 // The vector starting at element e of a row of `cols` elements; elements past
 // the end read as `fill`. `aligned` says whether the row start is 16-byte aligned.
 template <class T>
@@ -118,20 +96,29 @@ __device__ inline Vec<T> load_vec_checked(const T* row, int64_t cols, int64_t e,
   return v;
 }
 
-// load_vec_checked's result with two 16-byte loads instead of kVec element loads
-// where the row is unaligned. It takes more registers (the norm kernels that cache
-// rows in registers spilled with it), so it is for the kernels that need it.
+// load_vec_checked's result, where the row is unaligned, from the two 16-byte aligned
+// chunks that hold the vector (two loads instead of kVec), cut with byte_window16.
+// Only while both chunks end inside the row: its last one or two vectors take element
+// loads, so no byte past the row is read (memcheck checks exact allocation sizes under
+// DTR_CUDA_NO_CACHING). The first chunk of a row starts before it, in the row before
+// or, for the first row, in the same allocation (allocations start 16-byte aligned).
+// It takes more registers than load_vec_checked (the norm kernels that cache rows in
+// registers spilled with it), so it is for the kernels whose rows are mostly unaligned.
 template <class T>
 __device__ inline Vec<T> load_vec_spanning(const T* row, int64_t cols, int64_t e, bool aligned, T fill) {
-  if (aligned && e + kVec<T> <= cols) return load_vec(row + e);
-  Vec<T> v = load_vec_window(row + e, cols - e);
-  if (e + kVec<T> > cols) {
-#pragma unroll
-    for (int k = 0; k < kVec<T>; ++k) {
-      if (e + k >= cols) v.set(k, fill);
+  if (!aligned) {
+    const auto addr = reinterpret_cast<uintptr_t>(row + e);
+    const uintptr_t chunk = addr & ~uintptr_t{15};
+    if (chunk + 32 <= reinterpret_cast<uintptr_t>(row + cols)) {
+      const uint4 a = __ldg(reinterpret_cast<const uint4*>(chunk));
+      const uint4 b = __ldg(reinterpret_cast<const uint4*>(chunk) + 1);
+      const uint32_t lo[4] = {a.x, a.y, a.z, a.w}, hi[4] = {b.x, b.y, b.z, b.w};
+      Vec<T> v;
+      kernels::byte_window16(lo, hi, static_cast<unsigned>(addr - chunk), v.w);
+      return v;
     }
   }
-  return v;
+  return load_vec_checked(row, cols, e, aligned, fill);
 }
 
 // Stores the vector at element e of a row, dropping elements past the end.
