@@ -82,10 +82,14 @@ struct Elem<Bf16Bits> {
   // Round to nearest even; NaN becomes the quiet NaN of the same sign (bit-identical
   // to the CPU kernels' store and to Eigen's conversion).
   __device__ static Bf16Bits store(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return {float_to_bf16_bits(v)};
+#else
     const uint32_t u = __float_as_uint(v);
     const auto rounded = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
     const auto nan = static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7FC0u);
     return {(u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded};
+#endif
   }
 };
 

@@ -1,12 +1,20 @@
 // CUDA tensors: host<->device copies (contiguous, strided, converting), fill and
-// arange on the device, all checked against values computed on the CPU.
+// arange on the device, all checked against values computed on the CPU; the
+// device's rounding to bf16 against Eigen's, bit for bit, over every class of float.
 #include "dtensor/allocator.h"
 #include "dtensor/cuda/cuda_allocator.h"
 #include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops/elementwise.h"
 #include "gpu_test_support.h"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <random>
+#include <vector>
 
 using namespace dtr;
 using namespace dtr::testing::gpu;
@@ -60,6 +68,52 @@ TEST_CASE("strided and converting copies on and off the device", "[gpu]") {
   Tensor host_dst = zeros({3, 2}, {.dtype = DType::f64});
   host_dst.t().copy_(row);
   CHECK(host_dst.to_vector<double>() == std::vector<double>{1, 1, 2, 2, 3, 3});
+}
+
+// Every upper half of a float's bits (sign, exponent, the 7 mantissa bits bf16 keeps)
+// with lower halves below, at and above the rounding tie, 0, the largest and a random
+// one: every exponent (subnormals, the overflow to infinity), both tie directions, and
+// NaNs with many payloads and both signs.
+std::vector<float> floats_of_every_class() {
+  std::mt19937 rng(11);
+  std::vector<float> values;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi) {
+    for (uint32_t lo : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, static_cast<uint32_t>(rng()) & 0xFFFFu}) {
+      values.push_back(std::bit_cast<float>((hi << 16) | lo));
+    }
+  }
+  return values;
+}
+
+TEST_CASE("the device rounds f32 to bf16 to the cpu's bits, NaNs included", "[gpu]") {
+  // The device converts with cvt.rn.bf16.f32 (kernels/scalar_types.h); the cpu with
+  // Eigen. Both round to nearest even and make a NaN the quiet NaN of its sign.
+  const std::vector<float> values = floats_of_every_class();
+  const Tensor host = from_vector(values, {static_cast<int64_t>(values.size())});
+  SECTION("a converting copy (convert<bf16>)") {
+    CHECK(same_bits(host.to(kGpu).to(DType::bf16), host.to(DType::bf16)));
+  }
+  SECTION("an elementwise op storing bf16 (products of two bf16 need rounding)") {
+    // bf16 operands from the same bit patterns; their f32 products have up to 16
+    // significant bits, so the store rounds, ties included. A product that is NaN
+    // only has to be NaN: which NaN a multiply makes differs between x86 and the GPU
+    // (before any rounding to bf16).
+    std::vector<float> shuffled = values;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(12));
+    const Tensor a = host.to(DType::bf16);
+    const Tensor b = from_vector(shuffled, {static_cast<int64_t>(shuffled.size())}).to(DType::bf16);
+    const std::vector<bf16> got = mul(a.to(kGpu), b.to(kGpu)).to(kCpu).to_vector<bf16>();
+    const std::vector<bf16> want = mul(a, b).to_vector<bf16>();
+    REQUIRE(got.size() == want.size());
+    int64_t wrong = 0, first = -1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const auto g = std::bit_cast<uint16_t>(got[i]), w = std::bit_cast<uint16_t>(want[i]);
+      const bool both_nan = (g & 0x7FFFu) > 0x7F80u && (w & 0x7FFFu) > 0x7F80u;
+      if (g != w && !both_nan && wrong++ == 0) first = static_cast<int64_t>(i);
+    }
+    INFO("first difference at " << first);
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("fill and arange run on the device", "[gpu]") {
