@@ -38,14 +38,22 @@ __device__ inline uint16_t finish(float v, Act act, uint16_t& pre) {
 
 __device__ inline uint32_t pack_pair(uint16_t lo, uint16_t hi) { return uint32_t{lo} | (uint32_t{hi} << 16); }
 
-// Columns col and col + 1 of one row of C (crow) and of pre (prow, or null), from the
-// accumulators x0 and x1; columns past n are left alone.
+// Whether the pairs of this row of C (and of pre) may go out as 4-byte stores: in every
+// row (c_pairs), or in this one because it starts 4-byte aligned. With an odd ldc (GPT-2's
+// logits, 50257 wide) every other row does, so half the rows store pairs.
+template <class Params>
+__device__ inline bool row_takes_pairs(const Params& p, const uint16_t* crow, const uint16_t* prow) {
+  return p.c_pairs || ((reinterpret_cast<uintptr_t>(crow) | reinterpret_cast<uintptr_t>(prow)) & 3u) == 0;
+}
+
+// Columns col and col + 1 (col even) of one row of C (crow) and of pre (prow, or null),
+// from the accumulators x0 and x1; columns past n are left alone.
 template <class Cvt, class Params, class Act>
 __device__ inline void store_pair(const Params& p, Act act, uint16_t* crow, uint16_t* prow, int col, float x0,
                                   float x1) {
   float v0 = p.alpha * x0;
   float v1 = p.alpha * x1;
-  if (p.c_pairs && col + 1 < p.n) {
+  if (col + 1 < p.n && row_takes_pairs(p, crow, prow)) {
     uint32_t* dst = reinterpret_cast<uint32_t*>(crow + col);
     if (p.beta != 0.f) {
       const uint32_t old = *dst;
