@@ -41,6 +41,9 @@
 //   kernels and copies with the most GPU time per step (where the step's time goes).
 //   --cpu-smoke runs the same code on the CPU with a 2-layer, 64-wide, vocab-512
 //   model (e.g. --cpu-smoke --batch 2 --seq 32): a check of the program without a GPU.
+//   With --smoke-layers 12 --batch 1 --seq 8 it runs GPT-2's ops on tiny tensors: its
+//   ms/step is mostly the host's cost per step (op dispatch, autograd, FSDP), which a
+//   GPU step must exceed for the GPU to stay busy (CUDA adds its launch cost on top).
 #ifdef DTR_WITH_CUPTI
 #include "bench/kernel_table.h"
 #endif
@@ -89,6 +92,7 @@ struct Options {
   std::string init = "cpu";
   double clip_grad_norm = 0.0;
   bool cpu_smoke = false;  // the same code on the CPU with a tiny model (a check without a GPU)
+  int smoke_layers = 2;    // its blocks (12: GPT-2's ops per step, for the host's own cost)
   int kernel_table = 0;    // rows of the per-kernel GPU time table (0: none)
 };
 
@@ -139,7 +143,7 @@ int run(const Options& opt) {
   if (opt.cpu_smoke) {
     config.vocab_size = 512;
     config.dim = 64;
-    config.n_layers = 2;
+    config.n_layers = opt.smoke_layers;
     config.n_heads = 4;
     config.max_seq_len = 64;
   }
@@ -327,6 +331,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--cpu-smoke", opt.cpu_smoke,
                "run the same code on the CPU with a 2-layer 64-wide model (checks the program without a GPU)");
+  app.add_option("--smoke-layers", opt.smoke_layers,
+                 "blocks of the --cpu-smoke model (12, with --batch 1 --seq 8: GPT-2's ops per step on tiny tensors, "
+                 "so ms/step is mostly the host's own cost per step)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
