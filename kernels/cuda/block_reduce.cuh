@@ -104,9 +104,10 @@ __device__ inline Vec<T> load_vec_checked(const T* row, int64_t cols, int64_t e,
 // or, for the first row, in the same allocation (allocations start 16-byte aligned).
 // It takes more registers than load_vec_checked (the norm kernels that cache rows in
 // registers spilled with it), so it is for the kernels whose rows are mostly unaligned.
+// 8-byte elements keep the element loads: two of them, as many as the chunks.
 template <class T>
 __device__ inline Vec<T> load_vec_spanning(const T* row, int64_t cols, int64_t e, bool aligned, T fill) {
-  if (!aligned) {
+  if (sizeof(T) < 8 && !aligned) {
     const auto addr = reinterpret_cast<uintptr_t>(row + e);
     const uintptr_t chunk = addr & ~uintptr_t{15};
     if (chunk + 32 <= reinterpret_cast<uintptr_t>(row + cols)) {
