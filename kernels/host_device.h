@@ -1,10 +1,19 @@
 // DTR_HOST_DEVICE: marks functions callable from host and CUDA device code alike
-// (empty outside nvcc). Its own header so that light device-neutral headers can
-// use it without pulling in the scalar types (and Eigen).
+// (empty outside nvcc); DTR_UNROLL unrolls a loop in such a function under nvcc. Its
+// own header so that light device-neutral headers can use it without pulling in the
+// scalar types (and Eigen).
 #pragma once
 
 #if defined(__CUDACC__)
 #define DTR_HOST_DEVICE __host__ __device__
 #else
 #define DTR_HOST_DEVICE
+#endif
+
+// DTR_UNROLL: `#pragma unroll` for the loop after it under nvcc; nothing for the host
+// compiler (which warns about the pragma).
+#if defined(__CUDACC__)
+#define DTR_UNROLL _Pragma("unroll")
+#else
+#define DTR_UNROLL
 #endif

@@ -3,6 +3,7 @@
 #include "kernels/cuda/acc_math.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/row_logsumexp.h"
 
 #include <algorithm>
 #include <limits>
@@ -21,62 +22,30 @@ struct Plus {
   __device__ A operator()(A a, A b) const { return a + b; }
 };
 
-// What one thread (then the block) knows about the row elements it has seen:
-// their max (NaN once a NaN is seen), sum of exp(x - max), sum of (x - max)
-// (only kept with label smoothing) and count.
-template <class A>
-struct RowState {
-  A max;
-  A sum_exp;
-  A sum_shift;
-  int64_t n;
+using kernels::RowState;
+
+// exp as the row kernels take it for T (acc_math.cuh's row_exp).
+template <class T>
+struct RowExp {
+  template <class A>
+  __device__ A operator()(A shifted) const {
+    return row_exp<T>(shifted);
+  }
 };
 
-// Adds the first `valid` (1 to kVec<T>) elements of v to the state: their max first
-// (one rescale of the state per vector, not a branch per element), then their
-// exponentials at the new max.
+// Folds the first `valid` (1 to kVec<T>) elements of v into the state.
 template <class T, bool kSmooth, class A = acc_t<T>>
 __device__ inline void add_vector(RowState<A>& s, const Vec<T>& v, int valid) {
   A a[kVec<T>];
-  A vmax = neg_inf<A>();
 #pragma unroll
-  for (int k = 0; k < kVec<T>; ++k) {
-    a[k] = convert<A>(v.get(k));
-    if (k < valid && (a[k] > vmax || a[k] != a[k])) vmax = a[k];  // NaN-propagating
-  }
-  if ((vmax > s.max || vmax != vmax) && s.max == s.max) {  // a new max (a NaN max sticks)
-    s.sum_exp = s.n == 0 ? A(0) : s.sum_exp * row_exp<T>(s.max - vmax);
-    if constexpr (kSmooth) {
-      // Earlier elements are shifted by the old max; move them to the new one.
-      s.sum_shift = s.n == 0 ? A(0) : s.sum_shift - static_cast<A>(s.n) * (vmax - s.max);
-    }
-    s.max = vmax;
-  }
-#pragma unroll
-  for (int k = 0; k < kVec<T>; ++k) {
-    if (k >= valid) continue;
-    if (a[k] != neg_inf<A>()) {
-      s.sum_exp += row_exp<T>(a[k] - s.max);
-      if constexpr (kSmooth) s.sum_shift += a[k] - s.max;
-    } else if constexpr (kSmooth) {
-      s.sum_shift += a[k];  // -inf - max is -inf (also when max is -inf)
-    }
-  }
-  s.n += valid;
+  for (int k = 0; k < kVec<T>; ++k) a[k] = convert<A>(v.get(k));
+  kernels::add_values<kSmooth>(s, a, valid, RowExp<T>{});
 }
 
 template <class T, class A = acc_t<T>>
 struct CombineRowState {
-  __device__ static A rescaled_exp(const RowState<A>& p, A max) {
-    return p.sum_exp == A(0) ? A(0) : p.sum_exp * row_exp<T>(p.max - max);
-  }
-  __device__ static A rescaled_shift(const RowState<A>& p, A max) {
-    return p.n == 0 || p.max == max ? p.sum_shift : p.sum_shift - static_cast<A>(p.n) * (max - p.max);
-  }
   __device__ RowState<A> operator()(const RowState<A>& a, const RowState<A>& b) const {
-    const A max = (b.max > a.max || b.max != b.max) ? b.max : a.max;  // NaN-propagating
-    return {max, rescaled_exp(a, max) + rescaled_exp(b, max), rescaled_shift(a, max) + rescaled_shift(b, max),
-            a.n + b.n};
+    return kernels::combine_row_states(a, b, RowExp<T>{});
   }
 };
 
@@ -97,7 +66,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     const T* x = logits + r * cols;
     const bool aligned = is_aligned16(x);
-    RowState<A> part{neg_inf<A>(), A(0), A(0), 0};
+    RowState<A> part = kernels::empty_row_state<A>();
     for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) {
       const Vec<T> v = load_vec_spanning(x, cols, i * V, aligned, convert<T>(A(0)));
       add_vector<T, kSmooth>(part, v, static_cast<int>(std::min<int64_t>(V, cols - i * V)));
