@@ -78,37 +78,20 @@ void update_range(const AdamWTensor<T, G>& t, int64_t offset, int64_t n, const C
   }
 }
 
-// Threads split the elements of all tensors in units of this many: split points are
-// at most every 256 elements of the joint index space (1 KiB of f32), and a thread's
-// range is one contiguous run, which the hardware prefetcher streams well.
-constexpr int64_t kBlock = 256;
-
 }  // namespace
 
 template <class T, class G>
 void adamw(const AdamWTensor<T, G>* tensors, size_t count, const AdamWHyper& hyper) {
-  std::vector<int64_t> offsets(count + 1, 0);  // start of each tensor in the joint index space
+  std::vector<int64_t> numels;
   std::vector<Coeffs<T>> coeffs;
+  numels.reserve(count);
   coeffs.reserve(count);
   for (size_t k = 0; k < count; ++k) {
-    offsets[k + 1] = offsets[k] + tensors[k].numel;
+    numels.push_back(tensors[k].numel);
     coeffs.push_back(adamw_coeffs<T>(hyper, tensors[k].step));
   }
-  const int64_t total = offsets[count];
-  if (total == 0) return;
-  const int64_t blocks = (total + kBlock - 1) / kBlock;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / kBlock);
-  parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
-    int64_t begin = lo * kBlock;
-    const int64_t end = std::min(hi * kBlock, total);
-    // The last tensor starting at or before `begin`: the one holding it (empty ones are skipped).
-    auto k = static_cast<size_t>(std::upper_bound(offsets.begin(), offsets.end(), begin) -
-                                 offsets.begin() - 1);
-    for (; begin < end; ++k) {
-      const int64_t n = std::min(end, offsets[k + 1]) - begin;
-      if (n > 0) update_range(tensors[k], begin - offsets[k], n, coeffs[k]);
-      begin += std::max<int64_t>(n, 0);
-    }
+  parallel_for_arrays(numels.data(), count, [&](size_t k, int64_t offset, int64_t n) {
+    update_range(tensors[k], offset, n, coeffs[k]);
   });
 }
 

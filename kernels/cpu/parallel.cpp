@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace dtr::kernels {
 
@@ -92,6 +93,27 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   run_chunk(0);
   barrier.Wait();
   if (error) std::rethrow_exception(error);
+}
+
+void parallel_for_arrays(const int64_t* numels, size_t count,
+                         const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  constexpr int64_t kBlock = 256;
+  std::vector<int64_t> offsets(count + 1, 0);  // start of each array in the joint index space
+  for (size_t k = 0; k < count; ++k) offsets[k + 1] = offsets[k] + numels[k];
+  const int64_t total = offsets[count];
+  if (total == 0) return;
+  const int64_t blocks = (total + kBlock - 1) / kBlock;
+  parallel_for(0, blocks, std::max<int64_t>(1, kParallelGrain / kBlock), [&](int64_t lo, int64_t hi) {
+    int64_t begin = lo * kBlock;
+    const int64_t end = std::min(hi * kBlock, total);
+    // The last array starting at or before `begin`: the one holding it (empty ones are skipped).
+    auto k = static_cast<size_t>(std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1);
+    for (; begin < end; ++k) {
+      const int64_t n = std::min(end, offsets[k + 1]) - begin;
+      if (n > 0) fn(k, begin - offsets[k], n);
+      begin += std::max<int64_t>(n, 0);
+    }
+  });
 }
 
 }  // namespace dtr::kernels

@@ -6,6 +6,7 @@
 // A parallel_for called from inside a worker runs inline (no nested parallelism).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -21,5 +22,13 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
 
 // Elements below which elementwise kernels stay on one thread.
 inline constexpr int64_t kParallelGrain = 32768;
+
+// The elements of `count` arrays (numels[k] elements each) as one joint index space,
+// split across threads in runs cut at most every 256 elements (1 KiB of f32), each a
+// contiguous run that the hardware prefetcher streams well: calls fn(k, offset, n) for
+// elements [offset, offset + n) of array k, every element exactly once. For the
+// multi-tensor optimizers, whose small tensors would make poor tasks on their own.
+void parallel_for_arrays(const int64_t* numels, size_t count,
+                         const std::function<void(size_t, int64_t, int64_t)>& fn);
 
 }  // namespace dtr::kernels

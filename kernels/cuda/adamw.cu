@@ -1,6 +1,7 @@
 #include "kernels/cuda/adamw.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ieee_ops.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/scalar_types.h"
 
@@ -16,16 +17,6 @@ constexpr int kThreads = 256;
 template <class T>
 inline constexpr int kAdamWVec = 16 / static_cast<int>(sizeof(T));
 static_assert(kAdamWChunk % (kThreads * kAdamWVec<float>) == 0, "a chunk is whole block-wide vector rows");
-
-// Correctly rounded single operations, never contracted into FMAs.
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
-__device__ inline float sqrt_rn(float a) { return __fsqrt_rn(a); }
-__device__ inline double sqrt_rn(double a) { return __dsqrt_rn(a); }
 
 // One tensor of a launch.
 template <class T, class G>

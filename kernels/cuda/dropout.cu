@@ -1,6 +1,7 @@
 #include "kernels/cuda/dropout.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ieee_ops.cuh"
 #include "kernels/scalar_types.h"
 
 #include <algorithm>
@@ -17,9 +18,6 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride loops beyond th
 // The type elementwise mul computes in: float for bf16 and f16, T otherwise.
 template <class T>
 using opmath = std::conditional_t<is_half_v<T>, float, T>;
-
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 
 // Thread k handles elements 4k .. 4k + 3 with Philox block k (uniform_float's block i / 4).
 // keep_scale is T(1 / (1 - p)) as an exact opmath value.

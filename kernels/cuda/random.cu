@@ -1,6 +1,7 @@
 #include "kernels/cuda/random.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ieee_ops.cuh"
 #include "kernels/cuda/strided_indexer.cuh"
 #include "kernels/scalar_types.h"
 
@@ -20,12 +21,6 @@ constexpr int kThreads = 256;
 // The type a fill computes in before rounding to T: double for double, float otherwise.
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// Separately rounded products and sums (never fused into FMAs), as the CPU kernels round.
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
 // std::clamp's semantics (a NaN v stays NaN).
 __device__ inline double clamp_d(double v, double lo, double hi) {

@@ -1,6 +1,7 @@
 #include "kernels/cuda/rope.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ieee_ops.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -12,15 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride loops beyond this
-
-// Separately rounded products and sums: the compiler may not fuse them into FMAs,
-// so the rotation rounds exactly like the CPU op's.
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 
 // The frequencies theta^(-2i / dim) of one launch of the table kernel, computed on
 // the host with the CPU op's std::pow and passed by value.

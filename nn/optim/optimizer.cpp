@@ -90,6 +90,20 @@ void Optimizer::update_all(const std::vector<PendingUpdate>& updates) {
   for (const PendingUpdate& u : updates) update(u.param, u.grad, *u.state);
 }
 
+void Optimizer::check_fusable_params(const char* who, const char* fallback) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    DTR_CHECK(p.device().is_cpu() || p.device().is_cuda(),
+              "{}: parameter {} (shape {}) is on {}; the fused kernels run on the CPU and CUDA devices only "
+              "(use {} for other devices)",
+              who, i, shape_str(p.sizes()), p.device().str(), fallback);
+    DTR_CHECK(p.is_contiguous(),
+              "{}: parameter {} (shape {}, strides {}) is not contiguous; the fused kernel needs contiguous "
+              "parameters (use {})",
+              who, i, shape_str(p.sizes()), shape_str(p.strides()), fallback);
+  }
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (const Tensor& p : params_) {

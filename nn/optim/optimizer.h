@@ -83,9 +83,14 @@ class Optimizer {
     Tensor grad;
     ParamState* state;
   };
+  // Refuses, naming the parameter, any parameter that a fused multi-tensor kernel
+  // cannot take: one off the CPU and CUDA devices, or not contiguous. `who` names the
+  // fused optimizer, `fallback` the op-by-op one to use instead.
+  void check_fusable_params(const char* who, const char* fallback) const;
+
   // Applies every pending update of one step() (after all grads were checked).
   // The default calls update() on each in order; multi-tensor optimizers
-  // (FusedAdamW) override it to update them all in one pass.
+  // (FusedAdamW, FusedSGD) override it to update them all in one pass.
   virtual void update_all(const std::vector<PendingUpdate>& updates);
 
  private:
