@@ -8,23 +8,28 @@
 
 namespace dtr::nn::optim {
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
+void check_sgd_options(const SGDOptions& options, const char* who) {
   DTR_CHECK(std::isfinite(options.momentum) && options.momentum >= 0.0,
-            "SGD: momentum must be finite and >= 0, got {}", options.momentum);
-  DTR_CHECK(std::isfinite(options.dampening), "SGD: dampening must be finite, got {}",
-            options.dampening);
+            "{}: momentum must be finite and >= 0, got {}", who, options.momentum);
+  DTR_CHECK(std::isfinite(options.dampening), "{}: dampening must be finite, got {}", who, options.dampening);
   DTR_CHECK(std::isfinite(options.weight_decay) && options.weight_decay >= 0.0,
-            "SGD: weight_decay must be finite and >= 0, got {}", options.weight_decay);
+            "{}: weight_decay must be finite and >= 0, got {}", who, options.weight_decay);
   DTR_CHECK(!options.nesterov || (options.momentum > 0.0 && options.dampening == 0.0),
-            "SGD: nesterov needs momentum > 0 and dampening == 0, got momentum {} and dampening {}",
+            "{}: nesterov needs momentum > 0 and dampening == 0, got momentum {} and dampening {}", who,
             options.momentum, options.dampening);
 }
 
-std::vector<std::string> SGD::state_names() const {
-  if (options_.momentum == 0.0) return {};
+std::vector<std::string> sgd_state_names(const SGDOptions& options) {
+  if (options.momentum == 0.0) return {};
   return {"momentum_buffer"};
 }
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
+    : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
+  check_sgd_options(options, "SGD");
+}
+
+std::vector<std::string> SGD::state_names() const { return sgd_state_names(options_); }
 
 void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state) {
   Tensor g = grad;

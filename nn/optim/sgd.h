@@ -19,6 +19,12 @@ struct SGDOptions {
   bool nesterov = false;  // needs momentum > 0 and dampening == 0
 };
 
+// Checks the options as SGD and FusedSGD take them (`who` names the optimizer in the error).
+void check_sgd_options(const SGDOptions& options, const char* who);
+
+// The per-parameter state SGD and FusedSGD keep: a momentum buffer when momentum != 0.
+std::vector<std::string> sgd_state_names(const SGDOptions& options);
+
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);

@@ -1,11 +1,13 @@
-// FusedAdamW on CUDA (kernels/cuda/adamw.h) against FusedAdamW on the CPU and the
-// op-by-op AdamW on the CPU: parameters, exp_avg and exp_avg_sq must be equal BIT
-// FOR BIT (tolerance 0) in f32 and f64 after every step, over many tensors of sizes
+// FusedAdamW and FusedSGD on CUDA (kernels/cuda/adamw.h, sgd.h) against the same
+// optimizers on the CPU and the op-by-op AdamW and SGD on the CPU: parameters and
+// state (exp_avg and exp_avg_sq; the momentum buffer) must be equal BIT FOR BIT
+// (tolerance 0) in f32 and f64 after every step, over many tensors of sizes
 // {1, 3, 4, 5, 1023, 4096, 100003} (and an empty one), five steps with weight
-// decay, an lr change and a parameter that skips a step; misaligned parameters
-// (the element-wise path); more tensors than one launch's table holds; bf16 and
-// f16 grads through the kernel entry points (CUDA kernel vs CPU kernel, bitwise);
-// run-to-run determinism; and the errors for bad input.
+// decay, an lr change and a parameter that skips a step (SGD: with and without
+// momentum, dampening and Nesterov); misaligned parameters (the element-wise path);
+// more tensors than one launch's table holds; bf16 and f16 grads through the AdamW
+// kernel entry points (CUDA kernel vs CPU kernel, bitwise); run-to-run determinism;
+// and the errors for bad input.
 #include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/error.h"
 #include "dtensor/factory.h"
@@ -14,8 +16,11 @@
 #include "gpu_test_support.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cuda/adamw.h"
+#include "kernels/cuda/sgd.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/fused_adamw.h"
+#include "nn/optim/fused_sgd.h"
+#include "nn/optim/sgd.h"
 
 #include <catch2/catch.hpp>
 
@@ -113,15 +118,18 @@ void check_same_state(const Optimizer& want, const Optimizer& got, const std::st
   }
 }
 
-// Five steps of CUDA FusedAdamW, CPU FusedAdamW and CPU AdamW on identical inputs,
-// compared bitwise after every step. Parameter 2 skips step 2; the lr halves after step 3.
-void check_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64_t gpu_offset, const AdamWOptions& options) {
+// Five steps of the fused optimizer on CUDA and on the CPU and of the op-by-op one
+// (Ref) on the CPU, on identical inputs, compared bitwise after every step. Parameter 2
+// skips step 2; the lr halves after step 3.
+template <class Ref, class Fused, class Options>
+void check_fused_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64_t gpu_offset,
+                             const Options& options) {
   std::vector<Tensor> ref = make_params(sizes, dtype, kCpu, 7);
   std::vector<Tensor> cpu = make_params(sizes, dtype, kCpu, 7);
   std::vector<Tensor> gpu = make_params(sizes, dtype, kGpu, 7, gpu_offset);
-  AdamW ref_opt(ref, options);
-  FusedAdamW cpu_opt(cpu, options);
-  FusedAdamW gpu_opt(gpu, options);
+  Ref ref_opt(ref, options);
+  Fused cpu_opt(cpu, options);
+  Fused gpu_opt(gpu, options);
   for (int t = 0; t < 5; ++t) {
     if (t == 3) {
       for (Optimizer* o : std::vector<Optimizer*>{&ref_opt, &cpu_opt, &gpu_opt}) o->set_lr(o->lr() * 0.5);
@@ -132,11 +140,32 @@ void check_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64_t g
     gpu_opt.step();
     const std::string label = std::string(dtype_name(dtype)) + ", step " + std::to_string(t + 1) + ", offset " +
                               std::to_string(gpu_offset);
-    check_same_state(cpu_opt, gpu_opt, label + " (CUDA vs CPU FusedAdamW)");
-    check_same_state(ref_opt, gpu_opt, label + " (CUDA FusedAdamW vs CPU AdamW)");
+    check_same_state(cpu_opt, gpu_opt, label + " (fused: CUDA vs CPU)");
+    check_same_state(ref_opt, gpu_opt, label + " (CUDA fused vs CPU op by op)");
   }
   CHECK(gpu_opt.state(2).step == 4);  // the skipped step
   CHECK(!bit_difference(gpu[6], make_params(sizes, dtype, kCpu, 7)[6]).empty());  // the parameters moved
+}
+
+void check_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64_t gpu_offset, const AdamWOptions& options) {
+  check_fused_matches_cpu<AdamW, FusedAdamW>(sizes, dtype, gpu_offset, options);
+}
+
+// FusedSGD's settings: plain, weight decay, momentum, dampening, Nesterov.
+const std::vector<SGDOptions> kSGDVariants = {
+    {.lr = 0.05},
+    {.lr = 0.05, .weight_decay = 0.01},
+    {.lr = 0.05, .momentum = 0.9},
+    {.lr = 0.05, .momentum = 0.9, .dampening = 0.25, .weight_decay = 0.01},
+    {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true},
+};
+
+void check_sgd_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64_t gpu_offset) {
+  for (const SGDOptions& options : kSGDVariants) {
+    INFO("momentum " << options.momentum << ", dampening " << options.dampening << ", weight_decay "
+                     << options.weight_decay << (options.nesterov ? ", nesterov" : ""));
+    check_fused_matches_cpu<SGD, FusedSGD>(sizes, dtype, gpu_offset, options);
+  }
 }
 
 }  // namespace
@@ -272,4 +301,35 @@ TEST_CASE("CUDA FusedAdamW refuses strided parameters, and the kernel refuses ba
   CHECK_THROWS_AS(kernels::cuda::adamw(&bad_step, 1, {}, cuda::current_stream(0)), Error);
   kernels::cpu::AdamWTensor<float, float> null_array{x, nullptr, x, x, 5, 1};
   CHECK_THROWS_AS(kernels::cuda::adamw(&null_array, 1, {}, cuda::current_stream(0)), Error);
+}
+
+TEST_CASE("CUDA FusedSGD equals CPU FusedSGD and SGD bit for bit with and without momentum, dampening and Nesterov",
+          "[gpu][optim]") {
+  check_sgd_matches_cpu(kSizes, DType::f32, 0);
+  check_sgd_matches_cpu(kSizes, DType::f64, 0);
+}
+
+TEST_CASE("CUDA FusedSGD equals the CPU bit for bit on misaligned parameters and over several launches",
+          "[gpu][optim]") {
+  check_sgd_matches_cpu(kSizes, DType::f32, 1);
+  check_sgd_matches_cpu(kSizes, DType::f64, 1);
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 1500; ++i) sizes.push_back(1 + (i * 37) % 300);
+  sizes.push_back(100003);
+  check_fused_matches_cpu<SGD, FusedSGD>(sizes, DType::f32, 0,
+                                         SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01});
+}
+
+TEST_CASE("CUDA FusedSGD refuses strided parameters, and the kernel refuses a missing momentum buffer",
+          "[gpu][optim]") {
+  Tensor strided = randn({3, 4}).to(kGpu).t();
+  strided.requires_grad_();
+  CHECK_THROWS_WITH(FusedSGD({strided}, {}), Catch::Contains("not contiguous"));
+  Tensor p = randn({5}).to(kGpu);
+  float* x = p.data<float>();
+  const kernels::cpu::SGDTensor<float> no_buffer{x, x, nullptr, 5, 2};
+  CHECK_THROWS_WITH(kernels::cuda::sgd(&no_buffer, 1, {.lr = 0.1, .momentum = 0.9}, cuda::current_stream(0)),
+                    Catch::Contains("momentum buffer"));
+  const kernels::cpu::SGDTensor<float> bad_step{x, x, x, 5, 0};
+  CHECK_THROWS_WITH(kernels::cuda::sgd(&bad_step, 1, {.lr = 0.1}, cuda::current_stream(0)), Catch::Contains("step"));
 }
