@@ -6,8 +6,9 @@
 // Rows: AdamW with f32 grads (28 bytes per parameter: param, grad, exp_avg and
 // exp_avg_sq read, param and both moments written), with bf16 grads (26 bytes),
 // the same f32 update issued as one launch per tensor (what the table-driven
-// launch saves), and, for scale, the other multi-tensor kernels on the same
-// tensors: the grad-norm partials + fold (4 bytes read per parameter) and the
+// launch saves), fused SGD with momentum (20 bytes: param, grad and buffer read,
+// param and buffer written), and, for scale, the other multi-tensor kernels on the
+// same tensors: the grad-norm partials + fold (4 bytes read per parameter) and the
 // FSDP-style copy f32 -> bf16 (6 bytes). GB/s counts every byte read and written
 // once; the memcpy row counts its read and its write. Medians of 20 runs timed with
 // events after 3 warm-up runs.
@@ -18,6 +19,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grad_norm.h"
 #include "kernels/cuda/multi_copy.h"
+#include "kernels/cuda/sgd.h"
 #include "kernels/scalar_types.h"
 
 #include <cuda_runtime.h>
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
     std::vector<kc::AdamWTensor<float, bf16>> half;
     std::vector<kc::NormTensor<float>> norm;
     std::vector<kc::MultiCopyItem> copies;
+    std::vector<kc::SGDTensor<float>> sgd;  // exp_avg serves as the momentum buffer
     int64_t partials = 0;
     for (size_t k = 0; k < split.sizes.size(); ++k) {
       const int64_t s = split.starts[k], m = split.sizes[k];
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
       half.push_back({param + s, grad_bf16 + s, exp_avg + s, exp_avg_sq + s, m, 10});
       norm.push_back({grad + s, m});
       copies.push_back({.src = param + s, .dst = copy_out + s, .rows = 1, .cols = m});
+      sgd.push_back({param + s, grad + s, exp_avg + s, m, 10});
       partials += kc::norm_pow_partial_count(m);
     }
     double* workspace = nullptr;
@@ -130,6 +134,9 @@ int main(int argc, char** argv) {
     report("AdamW, one launch per tensor, f32 grads", 28 * nd, median_ms([&] {
              for (const auto& t : f32) kc::adamw(&t, 1, hyper, stream);
            }, stream));
+    const kc::SGDHyper sgd_hyper{.lr = 1e-4, .momentum = 0.9, .weight_decay = 1e-4, .nesterov = true};
+    report("fused SGD, momentum + Nesterov (20 B/param)", 20 * nd,
+           median_ms([&] { kc::sgd(sgd.data(), sgd.size(), sgd_hyper, stream); }, stream));
     report("grad norm (p = 2) partials + fold (4 B/param)", 4 * nd, median_ms([&] {
              kc::norm_pow_partials(norm.data(), norm.size(), 2.0, workspace, stream);
              kc::norm_pow_fold(workspace, partials, 2.0, false, workspace + partials, stream);
