@@ -23,10 +23,13 @@ struct SGDKernels {
   template <class T>
   Arrays<T> describe(const Tensor& param, const Tensor& grad, const ParamState& state) const {
     T* buffer = nullptr;
-    if (const auto it = state.tensors.find("momentum_buffer"); it != state.tensors.end()) {
+    if (hyper.momentum != 0.0) {
+      const auto it = state.tensors.find("momentum_buffer");
+      DTR_CHECK(it != state.tensors.end(), "FusedSGD: a parameter of shape {} has no momentum buffer",
+                shape_str(param.sizes()));
       const Tensor& b = it->second;
-      DTR_CHECK(b.is_contiguous() && b.device() == param.device(),
-                "FusedSGD: the momentum buffer of a parameter of shape {} is not contiguous on its device {}",
+      DTR_CHECK(b.is_contiguous() && b.device() == param.device() && b.numel() == param.numel(),
+                "FusedSGD: the momentum buffer of a parameter of shape {} is not a contiguous tensor of its size on {}",
                 shape_str(param.sizes()), param.device().str());
       buffer = b.data<T>();
     }
