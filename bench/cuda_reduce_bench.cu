@@ -41,32 +41,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <string>
 #include <vector>
-
-namespace {
 
 using namespace dtr;
 namespace kc = dtr::kernels::cuda;
 using dtr::bench::device_empty;
 using dtr::bench::device_random;
-
-constexpr int kWarmup = 3;
-constexpr int kRuns = 20;
-
-// Median milliseconds of fn() on `stream`.
-float median_ms(cudaStream_t stream, const std::function<void()>& fn) {
-  return dtr::bench::median_ms(fn, stream, kWarmup, kRuns);
-}
-
-struct Row {
-  std::string name;
-  double bytes;
-  float ms;
-};
-
-}  // namespace
 
 int main() {
   cudaDeviceProp prop{};
@@ -75,7 +56,7 @@ int main() {
               prop.l2CacheSize >> 20);
   cudaStream_t stream;
   DTR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<Row> rows;
+  dtr::bench::CopyShareTable table(stream);
 
   // Device-to-device copy: 1 GiB read + 1 GiB written.
   const int64_t n = int64_t{1} << 28;
@@ -83,26 +64,25 @@ int main() {
   auto dst_buffer = device_empty<float>(n);
   const float* src = src_buffer.get();
   float* dst = dst_buffer.get();
-  rows.push_back({"copy f32 2^28 (read + write)", 2.0 * n * sizeof(float), median_ms(stream, [&] {
-                    DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-                  })});
-  const double copy_gbs = rows[0].bytes / rows[0].ms / 1e6;
+  table.add("copy f32 2^28 (read + write)", 2.0 * n * sizeof(float), [&] {
+    DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  });
 
   // Whole-tensor sum (two passes) and row sums (block per row / warp per row).
   void* workspace = nullptr;
   DTR_CUDA_CHECK(cudaMalloc(&workspace, std::max<size_t>(kc::reduce_workspace_bytes(1, n), 16)));
   float* out = dst;
-  rows.push_back({"sum f32 [1, 2^28]", 1.0 * n * sizeof(float),
-                  median_ms(stream, [&] { kc::sum_rows<float>(src, 1, n, out, workspace, stream); })});
-  rows.push_back({"sum f32 [2^14, 2^14]", 1.0 * n * sizeof(float), median_ms(stream, [&] {
-                    kc::sum_rows<float>(src, 1 << 14, 1 << 14, out, workspace, stream);
-                  })});
-  rows.push_back({"sum f32 [2^20, 256]", 1.0 * n * sizeof(float), median_ms(stream, [&] {
-                    kc::sum_rows<float>(src, 1 << 20, 256, out, workspace, stream);
-                  })});
-  rows.push_back({"argmax f32 [1, 2^28]", 1.0 * n * sizeof(float), median_ms(stream, [&] {
-                    kc::argmax_rows<float>(src, 1, n, reinterpret_cast<int64_t*>(out), workspace, stream);
-                  })});
+  table.add("sum f32 [1, 2^28]", 1.0 * n * sizeof(float),
+            [&] { kc::sum_rows<float>(src, 1, n, out, workspace, stream); });
+  table.add("sum f32 [2^14, 2^14]", 1.0 * n * sizeof(float), [&] {
+    kc::sum_rows<float>(src, 1 << 14, 1 << 14, out, workspace, stream);
+  });
+  table.add("sum f32 [2^20, 256]", 1.0 * n * sizeof(float), [&] {
+    kc::sum_rows<float>(src, 1 << 20, 256, out, workspace, stream);
+  });
+  table.add("argmax f32 [1, 2^28]", 1.0 * n * sizeof(float), [&] {
+    kc::argmax_rows<float>(src, 1, n, reinterpret_cast<int64_t*>(out), workspace, stream);
+  });
   src_buffer.reset();
   dst_buffer.reset();
 
@@ -117,27 +97,23 @@ int main() {
     auto x = device_random<bf16>(count, 2);
     auto y = device_empty<bf16>(count);
     const std::string shape = "[" + std::to_string(s.rows) + ", " + std::to_string(s.cols) + "] (" + s.note + ")";
-    rows.push_back({"softmax bf16 " + shape, 2.0 * count * sizeof(bf16), median_ms(stream, [&] {
-                      kc::softmax_rows<bf16>(x.get(), s.rows, s.cols, y.get(), stream);
-                    })});
-    rows.push_back({"log_softmax bf16 " + shape, 2.0 * count * sizeof(bf16), median_ms(stream, [&] {
-                      kc::log_softmax_rows<bf16>(x.get(), s.rows, s.cols, y.get(), stream);
-                    })});
+    table.add("softmax bf16 " + shape, 2.0 * count * sizeof(bf16), [&] {
+      kc::softmax_rows<bf16>(x.get(), s.rows, s.cols, y.get(), stream);
+    });
+    table.add("log_softmax bf16 " + shape, 2.0 * count * sizeof(bf16), [&] {
+      kc::log_softmax_rows<bf16>(x.get(), s.rows, s.cols, y.get(), stream);
+    });
   }
   {
     const int64_t r = 8192, c = 50304, count = r * c;  // f32: too long for shared memory, read twice
     auto x = device_random<float>(count, 3);
     auto y = device_empty<float>(count);
-    rows.push_back({"softmax f32 [8192, 50304] (2 reads)", 2.0 * count * sizeof(float),
-                    median_ms(stream, [&] { kc::softmax_rows<float>(x.get(), r, c, y.get(), stream); })});
+    table.add("softmax f32 [8192, 50304] (2 reads)", 2.0 * count * sizeof(float),
+              [&] { kc::softmax_rows<float>(x.get(), r, c, y.get(), stream); });
   }
   DTR_CUDA_CHECK(cudaFree(workspace));
   DTR_CUDA_CHECK(cudaDeviceSynchronize());
 
-  std::printf("%-44s %10s %10s %10s\n", "kernel", "ms", "GB/s", "% of copy");
-  for (const Row& row : rows) {
-    const double gbs = row.bytes / row.ms / 1e6;
-    std::printf("%-44s %10.3f %10.1f %9.1f%%\n", row.name.c_str(), row.ms, gbs, 100.0 * gbs / copy_gbs);
-  }
+  table.print();
   return 0;
 }

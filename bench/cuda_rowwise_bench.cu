@@ -25,42 +25,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <functional>
 #include <string>
 #include <vector>
 
 namespace {
 
 using namespace dtr;
+using dtr::bench::CopyShareTable;
 using dtr::bench::device_empty;
 using dtr::bench::device_random;
 namespace kc = dtr::kernels::cuda;
-
-struct Row {
-  std::string name;
-  double bytes;
-  float ms;
-};
-
-class Bench {
- public:
-  explicit Bench(cudaStream_t stream) : stream_(stream) {}
-  void add(std::string name, double bytes, const std::function<void()>& run) {
-    rows_.push_back({std::move(name), bytes, dtr::bench::median_ms(run, stream_)});
-  }
-  void print() const {
-    const double copy_gbs = rows_.at(0).bytes / rows_.at(0).ms / 1e6;
-    std::printf("%-52s %9s %9s %10s\n", "kernel", "ms", "GB/s", "% of copy");
-    for (const Row& row : rows_) {
-      const double gbs = row.bytes / row.ms / 1e6;
-      std::printf("%-52s %9.3f %9.1f %9.1f%%\n", row.name.c_str(), row.ms, gbs, 100.0 * gbs / copy_gbs);
-    }
-  }
-
- private:
-  cudaStream_t stream_;
-  std::vector<Row> rows_;
-};
 
 std::string shape(int64_t rows, int64_t cols) {
   return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
@@ -74,7 +48,7 @@ const char* dtype_name() {
 // layer_norm / rms_norm forward (x read, y written) and backward (dy and x read, dx
 // written; dweight/dbias go through a [chunks, cols] scratch that is not counted).
 template <class T>
-void norms(Bench& bench, int64_t rows, int64_t cols, cudaStream_t stream) {
+void norms(CopyShareTable& bench, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int64_t n = rows * cols;
   const double rw = 2.0 * n * sizeof(T), rrw = 3.0 * n * sizeof(T);
   auto x = device_random<T>(n, 11), dy = device_random<T>(n, 12);
@@ -102,7 +76,7 @@ void norms(Bench& bench, int64_t rows, int64_t cols, cudaStream_t stream) {
 }
 
 template <class From, class To>
-void cast(Bench& bench, int64_t n, cudaStream_t stream) {
+void cast(CopyShareTable& bench, int64_t n, cudaStream_t stream) {
   auto src = device_random<From>(n, 21);
   auto dst = device_empty<To>(n);
   const int64_t one = 1;
@@ -111,7 +85,7 @@ void cast(Bench& bench, int64_t n, cudaStream_t stream) {
             [&] { kc::copy<From, To>(1, &n, src.get(), &one, dst.get(), &one, stream); });
 }
 
-void gelu_grad(Bench& bench, int64_t n, cudaStream_t stream) {
+void gelu_grad(CopyShareTable& bench, int64_t n, cudaStream_t stream) {
   auto g = device_random<bf16>(n, 31), x = device_random<bf16>(n, 32);
   auto dx = device_empty<bf16>(n);
   const int64_t one = 1;
@@ -125,7 +99,7 @@ void gelu_grad(Bench& bench, int64_t n, cudaStream_t stream) {
 
 // GPT-2's loss: bf16 logits [8192, 50257], dlogits written into rows padded to 50264
 // (16-byte aligned, as the op layer allocates them for the head's GEMMs).
-void cross_entropy(Bench& bench, cudaStream_t stream) {
+void cross_entropy(CopyShareTable& bench, cudaStream_t stream) {
   const int64_t rows = 8192, cols = 50257, ld = 50264;
   auto logits = device_random<bf16>(rows * cols, 41);
   auto targets = device_random<int64_t>(rows, 42, 0.0f, static_cast<float>(cols));
@@ -147,7 +121,7 @@ void cross_entropy(Bench& bench, cudaStream_t stream) {
 
 // GPT-2's token embedding: 8192 tokens of 768 into a [50257, 768] table, every row
 // of which is written (zeros where no token points).
-void embedding_backward(Bench& bench, cudaStream_t stream) {
+void embedding_backward(CopyShareTable& bench, cudaStream_t stream) {
   const int64_t tokens = 8192, rows = 50257, cols = 768;
   auto grad_out = device_random<bf16>(tokens * cols, 51);
   auto indices = device_random<int64_t>(tokens, 52, 0.0f, static_cast<float>(rows));
@@ -168,7 +142,7 @@ int main() {
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     cudaStream_t stream;
     DTR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    Bench bench(stream);
+    CopyShareTable bench(stream);
     const int64_t n = int64_t{1} << 28;
     {
       auto src = device_random<float>(n, 1);

@@ -37,10 +37,10 @@ struct SGDHyper {
 template <class T>
 struct SGDCoeffs {
   T weight_decay, momentum, one_minus_dampening, neg_lr;
-  bool decay;     // weight_decay != 0
+  bool decay;        // weight_decay != 0
   bool momentum_on;  // momentum != 0 (then the tensor has a momentum buffer)
   bool nesterov;
-  bool first;     // step == 1: the buffer starts as the gradient
+  bool first;        // step == 1: the buffer starts as the gradient
 };
 
 // Instantiated for float and double.
