@@ -38,14 +38,7 @@ std::string describe(const SGDOptions& o) {
 void check_matches_sgd(DType dtype) {
   for (const SGDOptions& options : kVariants) {
     INFO(describe(options));
-    std::vector<Tensor> a = make_params(dtype, 7);
-    std::vector<Tensor> b = clone_params(a);
-    SGD ref(a, options);
-    FusedSGD fused(b, options);
-    run_both(ref, fused, 5, 100);
-    check_same(ref, fused);
-    CHECK(ref.state(2).step == 4);                      // the skipped step left parameter 2 one update behind
-    CHECK(!same_bits(a[5], make_params(dtype, 7)[5]));  // and the parameters did move
+    check_fused_matches<SGD, FusedSGD>(dtype, options);
   }
 }
 
