@@ -10,6 +10,10 @@
 // expression into FMAs), and the gradient taken from pre is the gradient of what was
 // computed. Without an
 // activation C[i, j] = round(v): one rounding, the bias added at full precision.
+// v itself is a float sum of up to three terms: the CPU rounds each product and sum,
+// CUDA may contract alpha * acc + beta * C (and the bias add) into FMAs, so v can differ
+// by an f32 rounding, which reaches C only at a rounding tie of its element type.
+// Without a product (k == 0 or alpha == 0) the first term is +0 on both.
 // bias is one row of n elements shared by every row and batch entry of C; pre has C's
 // leading dim and batch stride and must not overlap A, B or C.
 #pragma once

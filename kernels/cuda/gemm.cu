@@ -450,13 +450,15 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                         "gemm: C's batch stride must be nonzero when batch > 1 (entries would overlap)");
   t_last_path = GemmPath::none;
   if (m == 0 || n == 0 || batch == 0) return;
-  // alpha == 0 or k == 0: C = beta * C, reading neither A nor B.
+  // alpha == 0 or k == 0: C = beta * C, reading neither A nor B. The product term is then
+  // +0, as on the CPU, not alpha * 0 (-0 for a negative alpha, NaN for an infinite one).
   const int k_used = alpha == 0.f ? 0 : static_cast<int>(k);
+  const float alpha_used = k_used == 0 ? 0.f : alpha;
 
   if constexpr (std::is_same_v<T, float>) {
     const GemmParams<float> p{a,     b,         c,          static_cast<int>(m), static_cast<int>(n),
                               k_used, lda,      ldb,        ldc,                 batch_stride_a,
-                              batch_stride_b, batch_stride_c, batch,             alpha,
+                              batch_stride_b, batch_stride_c, batch,             alpha_used,
                               beta,  false,     epilogue.bias, epilogue.pre,     epilogue.activation};
     launch_simt(trans_a, trans_b, p, stream);
     t_last_path = GemmPath::simt;
@@ -493,7 +495,7 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                                  batch_stride_b,
                                  batch_stride_c,
                                  batch,
-                                 alpha,
+                                 alpha_used,
                                  beta,
                                  c_pairs,
                                  reinterpret_cast<const uint16_t*>(epilogue.bias),

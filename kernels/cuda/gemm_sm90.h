@@ -42,11 +42,13 @@ bool device_supported();
 
 // Runs the GEMM with the wgmma kernel and returns true, or returns false without touching
 // anything when the arguments do not fit it: k == 0, an operand pointer,
-// leading dim or batch stride not 16-byte aligned, or sizes beyond the copy engine's
-// limits. Call only when device_supported().
+// leading dim or batch stride not 16-byte aligned, sizes beyond the copy engine's
+// limits, or an activation when C cannot be bulk-stored from the staging buffer (beta !=
+// 0, C or pre not 16-byte aligned by row and batch). Call only when device_supported().
 bool gemm(const GemmArgs& args, cudaStream_t stream);
 
-// Benchmarks only: force the block tile's width (128 or 256); 0 restores the heuristic.
+// Benchmarks and tests only: force the block tile's width (128 or 256); 0 restores the
+// heuristic.
 void set_tile_n(int bn);
 
 }  // namespace dtr::kernels::cuda::sm90

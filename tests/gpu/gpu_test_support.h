@@ -17,6 +17,7 @@
 #include "dtensor/random.h"
 #include "dtensor/tensor.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_sm90.h"
 
 #include <catch2/catch.hpp>
 
@@ -121,6 +122,15 @@ struct WgmmaOff {
   ~WgmmaOff() { kernels::cuda::gemm_enable_wgmma(true); }
   WgmmaOff(const WgmmaOff&) = delete;
   WgmmaOff& operator=(const WgmmaOff&) = delete;
+};
+
+// Forces a tile width (128 or 256 columns) of the wgmma GEMM for one scope; 0 keeps the
+// automatic choice.
+struct WgmmaTileWidth {
+  explicit WgmmaTileWidth(int bn) { kernels::cuda::sm90::set_tile_n(bn); }
+  ~WgmmaTileWidth() { kernels::cuda::sm90::set_tile_n(0); }
+  WgmmaTileWidth(const WgmmaTileWidth&) = delete;
+  WgmmaTileWidth& operator=(const WgmmaTileWidth&) = delete;
 };
 
 }  // namespace dtr::testing::gpu

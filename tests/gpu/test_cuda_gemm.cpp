@@ -186,12 +186,6 @@ std::string path_name(kc::GemmPath p) {
   return "?";
 }
 
-// Forces a tile width of the wgmma path for one scope.
-struct TileWidth {
-  explicit TileWidth(int bn) { kc::sm90::set_tile_n(bn); }
-  ~TileWidth() { kc::sm90::set_tile_n(0); }
-};
-
 constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
 constexpr Transpose kBoth[] = {kN, kT};
 
@@ -242,6 +236,45 @@ TEMPLATE_TEST_CASE("gemm_batched with batch strides, broadcasts, alpha and beta"
   run_case<TestType>({.m = 40, .n = 24, .k = 16, .alpha = 0.f, .beta = 0.75f}, rng);
   run_case<TestType>({.m = 40, .n = 24, .k = 0, .beta = 1.f}, rng);
   run_case<TestType>({.m = 8, .n = 8, .k = 0, .beta = 0.f}, rng);
+}
+
+// With k == 0 or alpha == 0 there is no product: C = beta * C exactly, and +0 where beta
+// is 0, as the CPU writes it, whatever alpha is (-0 or NaN would be alpha * 0).
+TEMPLATE_TEST_CASE("gemm without a product writes beta * C, +0 for beta 0, whatever alpha is", "[gpu][gemm]", float,
+                   bf16, f16) {
+  const float inf = std::numeric_limits<float>::infinity();
+  struct NoProduct {
+    int64_t k;
+    float alpha, beta;
+  };
+  const NoProduct cases[] = {{0, -1.f, 0.f}, {0, -inf, 0.f}, {0, inf, 0.5f}, {16, -0.f, 0.f}, {16, 0.f, -2.f}};
+  const int64_t m = 5, n = 7;
+  for (const NoProduct& c : cases) {
+    INFO("k " << c.k << " alpha " << c.alpha << " beta " << c.beta);
+    std::vector<TestType> ha(static_cast<size_t>(m * std::max<int64_t>(c.k, 1)), TestType(1.f));
+    std::vector<TestType> hb(static_cast<size_t>(std::max<int64_t>(c.k, 1) * n), TestType(1.f));
+    std::vector<TestType> hc(static_cast<size_t>(m * n));
+    for (size_t e = 0; e < hc.size(); ++e) {
+      hc[e] = TestType(c.beta == 0.f ? std::numeric_limits<float>::quiet_NaN() : 0.25f * static_cast<float>(e) - 3.125f);
+    }
+    DeviceBuffer<TestType> da(ha.size()), db(hb.size()), dc(hc.size());
+    REQUIRE(cudaMemcpy(da.ptr, ha.data(), ha.size() * sizeof(TestType), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(db.ptr, hb.data(), hb.size() * sizeof(TestType), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dc.ptr, hc.data(), hc.size() * sizeof(TestType), cudaMemcpyHostToDevice) == cudaSuccess);
+    kc::gemm<TestType>(kN, kN, m, n, c.k, c.alpha, da.ptr, std::max<int64_t>(c.k, 1), db.ptr, n, c.beta, dc.ptr, n,
+                       nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    std::vector<TestType> out(hc.size());
+    REQUIRE(cudaMemcpy(out.data(), dc.ptr, out.size() * sizeof(TestType), cudaMemcpyDeviceToHost) == cudaSuccess);
+    int64_t wrong = 0;
+    for (size_t e = 0; e < out.size(); ++e) {
+      // beta * C is exact here (C an odd multiple of 0.125 below 6 in magnitude, never 0; beta 0.5 or -2).
+      const float want = c.beta == 0.f ? 0.f : c.beta * static_cast<float>(hc[e]);
+      const float got = static_cast<float>(out[e]);
+      if (!(got == want && std::signbit(got) == std::signbit(want))) ++wrong;
+    }
+    CHECK(wrong == 0);
+  }
 }
 
 TEMPLATE_TEST_CASE("gemm mma.sync kernels with the wgmma path switched off", "[gpu][gemm]", bf16, f16) {
@@ -296,7 +329,7 @@ TEMPLATE_TEST_CASE("gemm takes the wgmma path on Hopper for the shapes it accept
       {.m = 300, .n = 520, .k = 200, .beta = 1.f},
   };
   for (const int bn : {0, 128, 256}) {
-    const TileWidth width(bn);
+    const dtr::testing::gpu::WgmmaTileWidth width(bn);
     INFO("tile width " << (bn == 0 ? std::string("auto") : std::to_string(bn)));
     for (Transpose ta : kBoth) {
       for (Transpose tb : kBoth) {

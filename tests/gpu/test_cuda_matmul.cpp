@@ -168,17 +168,30 @@ TEST_CASE("cuda linear with its bias and GELU in the GEMM epilogue matches the c
     int64_t x_pad;  // extra columns in x's storage: a row stride that is not a multiple of 8
   };
   // Odd sizes (guarded mma.sync, SIMT for f32); tile-sized (wgmma with bulk stores of C);
-  // a padded input (misaligned rows: the mma.sync guarded path even on Hopper).
+  // 200 rows (wgmma's last 128-row tile half outside, its bulk stores clipped); an
+  // output 45 wide (aligned operands but an odd ldc: wgmma's direct stores with the bias,
+  // mma.sync where there is an activation); a padded input (misaligned rows: the
+  // mma.sync guarded path even on Hopper).
   const std::vector<LinearCase> shapes = {{"odd", {3, 5, 37}, {45, 37}, 0},
                                           {"tile-sized", {2, 128, 192}, {384, 192}, 0},
+                                          {"partial row tile", {2, 100, 192}, {384, 192}, 0},
+                                          {"odd output width", {130, 64}, {45, 64}, 0},
                                           {"padded rows", {70, 64}, {136, 64}, 3}};
-  for (bool wgmma : {true, false}) {
+  struct GemmConfig {
+    bool wgmma;
+    int tile_n;  // wgmma's tile width, 0 for its own choice
+  };
+  for (const GemmConfig config : {GemmConfig{true, 0}, GemmConfig{true, 128}, GemmConfig{true, 256},
+                                  GemmConfig{false, 0}}) {
+    const bool wgmma = config.wgmma;
+    const WgmmaTileWidth width(config.tile_n);
     std::optional<WgmmaOff> off;
     if (!wgmma) off.emplace();
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       for (const LinearCase& c : shapes) {
         for (LinearActivation act : {LinearActivation::none, LinearActivation::gelu_tanh, LinearActivation::gelu_erf}) {
-          INFO(c.name << " in " << name_of(dtype) << ", activation " << static_cast<int>(act) << ", wgmma " << wgmma);
+          INFO(c.name << " in " << name_of(dtype) << ", activation " << static_cast<int>(act) << ", wgmma " << wgmma
+                      << ", tile width " << config.tile_n);
           Shape stored = c.x;
           stored.back() += c.x_pad;
           const Tensor x_stored = random_cpu(stored, dtype, gen, -1, 1);
