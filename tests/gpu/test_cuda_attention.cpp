@@ -459,6 +459,45 @@ TEST_CASE("cuda attention in f64, with head_dim 256 and with a given scale match
   CHECK(relative_error(got.dv, want.dv) <= 1e-4);
 }
 
+// Only the gradients asked for: with some of q, k, v not requiring grad, the backward
+// skips the dq kernel or the dk/dv kernel (or stores only one of dk, dv). Each gradient
+// it does compute comes from the same kernel as in the full backward, so it must equal
+// that one bit for bit; the full backward is checked against the cpu as well.
+TEST_CASE("cuda attention computes only the gradients asked for and each equals the full backward's",
+          "[gpu][attention]") {
+  const unsigned seed = fresh_seed();
+  CAPTURE(seed);
+  std::mt19937 gen(seed);
+  const std::vector<Case> cases = {{2, 8, 2, 129, 129, 64, true, DType::bf16},
+                                   {1, 4, 4, 70, 90, 128, false, DType::f16},
+                                   {2, 4, 2, 65, 65, 40, true, DType::f32}};
+  const std::vector<std::array<bool, 3>> asked = {
+      {true, false, false}, {false, true, false}, {false, false, true}, {false, true, true}, {true, false, true}};
+  for (const Case& c : cases) {
+    CAPTURE(describe(c));
+    const Inputs in = make_inputs(c, gen);
+    const Outputs want = run_op(in, c.causal, kCpu);
+    for_each_kernel_family(c.dtype, [&](bool, bool) {
+      const Outputs full = run_op(in, c.causal, kGpu);
+      check_outputs(full, want, c.dtype);
+      for (const std::array<bool, 3>& needs : asked) {
+        CAPTURE(needs[0], needs[1], needs[2]);
+        const Tensor q = in.q.to(kGpu).detach().requires_grad_(needs[0]);
+        const Tensor k = in.k.to(kGpu).detach().requires_grad_(needs[1]);
+        const Tensor v = in.v.to(kGpu).detach().requires_grad_(needs[2]);
+        scaled_dot_product_attention(q, k, v, c.causal).backward(in.dout.to(kGpu));
+        const Tensor* full_grads[3] = {&full.dq, &full.dk, &full.dv};
+        const Tensor* inputs[3] = {&q, &k, &v};
+        for (int i = 0; i < 3; ++i) {
+          CAPTURE(i);
+          REQUIRE(inputs[i]->grad().defined() == needs[i]);
+          if (needs[i]) CHECK(same_bits(inputs[i]->grad(), *full_grads[i]));
+        }
+      }
+    });
+  }
+}
+
 TEST_CASE("cuda attention takes non-contiguous q, k, v like the cpu", "[gpu][attention]") {
   const unsigned seed = fresh_seed();
   CAPTURE(seed);

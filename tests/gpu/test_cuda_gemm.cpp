@@ -291,6 +291,17 @@ TEMPLATE_TEST_CASE("gemm mma.sync kernels with the wgmma path switched off", "[g
         CHECK((path == kc::GemmPath::mma_sync || path == kc::GemmPath::mma_sync_guarded));
       }
       run_case<TestType>({.ta = ta, .tb = tb, .m = 65, .n = 130, .k = 70, .alpha = 1.5f, .beta = 0.5f}, rng);
+      // Batches, broadcasts and beta on the aligned (cp.async) kernel: on Hopper the
+      // wgmma path takes these when it is on.
+      for (const Case& aligned : {Case{.m = 64, .n = 80, .k = 48, .batch = 3},
+                                  Case{.m = 128, .n = 64, .k = 96, .batch = 2, .broadcast_b = true, .alpha = -0.5f},
+                                  Case{.m = 72, .n = 48, .k = 40, .batch = 4, .broadcast_a = true},
+                                  Case{.m = 128, .n = 128, .k = 64, .batch = 2, .alpha = 0.25f, .beta = -2.f}}) {
+        Case c = aligned;
+        c.ta = ta;
+        c.tb = tb;
+        CHECK(path_name(run_case<TestType>(c, rng)) == "mma_sync");
+      }
     }
   }
 }

@@ -40,7 +40,11 @@ using namespace dtr::testing::gpu;
 namespace {
 
 const std::vector<int64_t> kRows = {1, 2, 3, 64, 1000};
-const std::vector<int64_t> kCols = {1, 2, 3, 31, 32, 33, 127, 512, 1000, 4097, 8192};
+// Every register plan of the forward and backward kernels is reached by some dtype:
+// warp per row with 1, 2 or 4 vectors per lane (f32: up to 128, 256, 512 columns),
+// block per row with 1, 2, 4 or 8 (f32: 1000, 1500, 3000, 8192 columns), and rows too
+// long for registers.
+const std::vector<int64_t> kCols = {1, 2, 3, 31, 32, 33, 127, 200, 512, 1000, 1500, 3000, 4097, 8192};
 
 constexpr double kHalfMinNormal = 1.0 / 16384;  // 2^-14
 

@@ -555,10 +555,11 @@ TEST_CASE("CUDA softmax of huge values and -inf masks: masked entries are exactl
   CAPTURE(seed);
   std::mt19937 gen(seed);
   std::bernoulli_distribution masked(0.3);
-  // Row lengths for each kernel: warp (registers), block (registers), block with
-  // the row in shared memory, block reading the row twice.
-  for (DType dtype : {DType::f32, DType::bf16, DType::f64}) {
-    for (int64_t cols : {5, 100, 1000, 3000, 20000, 50304, 70000}) {
+  // Row lengths for each kernel: rows sharing a warp, warp (registers), block
+  // (registers, 1 to 8 vectors per thread), block with the row in shared memory
+  // (16-bit), block reading the row twice. Between them the dtypes reach every width.
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t cols : {5, 31, 100, 200, 1000, 1500, 3000, 20000, 50304, 70000}) {
       CAPTURE(name_of(dtype), cols);
       const int64_t rows = 6;
       std::vector<double> x = values_of(random_cpu({rows, cols}, DType::f64, gen, -8, 8));

@@ -29,6 +29,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -132,6 +133,8 @@ const std::vector<RopeCase> kRopeCases = {
     {{1, 1, 1, 2}, 10000.0, 0},    {{1, 3, 1, 2}, 10000.0, 5},    {{2, 3, 4, 8}, 10000.0, 0},
     {{1, 17, 3, 64}, 500000.0, 7}, {{3, 33, 5, 130}, 10000.0, 1000}, {{2, 128, 8, 128}, 10000.0, 0},
     {{1, 5, 2, 6}, 100.0, 123456}, {{0, 4, 2, 8}, 10000.0, 0},    {{2, 4, 3, 0}, 10000.0, 0},
+    // More than 128 frequency pairs: the angle table takes several launches.
+    {{1, 5, 2, 272}, 10000.0, 3},  {{2, 9, 3, 512}, 500000.0, 0},
 };
 
 }  // namespace
@@ -370,6 +373,28 @@ TEST_CASE("cuda trunc_normal_ with std 0 or no representable mass fills the clam
     trunc_normal_(want, 0.0, 1.0, 50.0, 60.0, &g_cpu);  // 50 std away: the bound nearest the mean
     trunc_normal_(got, 0.0, 1.0, 50.0, 60.0, &g_gpu);
     CHECK_SAME_BITS("no representable mass", got, want);
+    CHECK(g_gpu.state() == g_cpu.state());
+  }
+}
+
+// Both bounds above the mean: the draw is mirrored (the mass lies in the upper tail),
+// and a bf16 uniform_ range that rounds to one value.
+TEST_CASE("cuda trunc_normal_ with both bounds above the mean and a one-value uniform_ give the cpu's values",
+          "[gpu][random]") {
+  for (DType dtype : kFloating) {
+    CAPTURE(name_of(dtype));
+    Generator g_cpu(77), g_gpu(77);
+    const Tensor want = empty({33, 65}, {.dtype = dtype});
+    const Tensor got = empty({33, 65}, {.dtype = dtype, .device = kGpu});
+    trunc_normal_(want, 0.0, 1.0, 0.5, 3.0, &g_cpu);
+    trunc_normal_(got, 0.0, 1.0, 0.5, 3.0, &g_gpu);
+    check_fill(Fill::trunc_normal, got, want);
+    const std::vector<double> values = values_of(got);
+    CHECK(*std::min_element(values.begin(), values.end()) >= 0.5);
+    CHECK(*std::max_element(values.begin(), values.end()) <= 3.0);
+    uniform_(want, 1.0, 1.001, &g_cpu);
+    uniform_(got, 1.0, 1.001, &g_gpu);
+    CHECK_SAME_BITS("uniform_ over a narrow range", got, want);
     CHECK(g_gpu.state() == g_cpu.state());
   }
 }

@@ -70,6 +70,22 @@ TEST_CASE("strided and converting copies on and off the device", "[gpu]") {
   CHECK(host_dst.to_vector<double>() == std::vector<double>{1, 1, 2, 2, 3, 3});
 }
 
+// Every dtype into every dtype on the device, from a contiguous and a transposed source,
+// equals the cpu's conversion bit for bit. The values, in [0, 100) with fractions, fit
+// every dtype's range, so each conversion is defined (truncation toward 0 into integers).
+TEST_CASE("converting copies on the device between every pair of dtypes equal the cpu's", "[gpu]") {
+  std::mt19937 gen(5);
+  const Tensor values = random_cpu({33, 65}, DType::f64, gen, 0, 100);
+  for (DType from : kAllDtypes) {
+    const Tensor source = values.to(from);
+    for (DType to : kAllDtypes) {
+      CAPTURE(name_of(from), name_of(to));
+      CHECK(same_bits(source.to(kGpu).to(to), source.to(to)));
+      CHECK(same_bits(source.to(kGpu).t().to(to), source.t().to(to)));
+    }
+  }
+}
+
 // Every upper half of a float's bits (sign, exponent, the 7 mantissa bits bf16 keeps)
 // with lower halves below, at and above the rounding tie, 0, the largest and a random
 // one: every exponent (subnormals, the overflow to infinity), both tie directions, and
