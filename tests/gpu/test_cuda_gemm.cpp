@@ -1,7 +1,9 @@
 // CUDA GEMM (kernels/cuda/gemm.h) against a triple loop in double on the host:
 // every transpose combination, odd and tile-sized shapes, padded leading dims,
 // misaligned pointers (the guarded path), batch strides including 0 (broadcast),
-// alpha and beta. Inputs are fresh random numbers for every case; when beta == 0
+// alpha and beta. Every element must lie within a bound on the error of any f32
+// summation order (element_bound); the norm of the error within the tolerance below.
+// Inputs are fresh random numbers for every case; when beta == 0
 // C starts as NaN, which must not leak into the result; the padding of C must
 // come back untouched. On a Hopper GPU the bf16/f16 cases of the first three test
 // cases mostly run on the wgmma path; further cases check which path ran (wgmma on the
@@ -35,6 +37,21 @@ double tolerance() {
   if constexpr (std::is_same_v<T, float>) return 1e-5;
   if constexpr (std::is_same_v<T, bf16>) return 1e-2;
   return 2e-3;
+}
+
+// A bound on one element's error that holds for any summation order: the products of
+// two f32, bf16 or f16 values are summed in f32 (|error| <= k u sum |a b| with u = 2^-24
+// when each addition rounds to nearest; the tensor cores align a k16 step's products to
+// the largest and truncate, up to about twice that, so the bound takes four times), alpha
+// and beta cost two more roundings, and a bf16 or f16 result one more of its own (2^-8 or
+// 2^-11 relative). Still a wrong element, even one among millions, fails it: at k = 1024
+// the bound is ~2.4e-4 of sum |a b| (~0.06 for inputs in [-1, 1)), while leaving out one
+// k-tile of 64 terms errs by ~2.7 on average.
+template <class T>
+double element_bound(int64_t k, double ref, double scale) {
+  const double out_round = std::is_same_v<T, bf16> ? 0x1p-8 : std::is_same_v<T, f16> ? 0x1p-11 : 0.0;
+  const double accumulation = 4.0 * static_cast<double>(k + 2) * 0x1p-24 * scale;
+  return out_round * (std::fabs(ref) + accumulation) + accumulation + 1e-30;
 }
 
 template <class T>
@@ -137,7 +154,8 @@ kc::GemmPath run_case(const Case& c, std::mt19937& rng) {
     return to_double(hb[base + (c.tb == Transpose::no ? p * sb.ld + j : j * sb.ld + p)]);
   };
   double err2 = 0, ref2 = 0;
-  int64_t non_finite = 0, sentinel_changed = 0;
+  int64_t non_finite = 0, sentinel_changed = 0, off_bound = 0;
+  std::string first_off;
   // op(A) as [m, k] and op(B) as [n, k], in double, so the reference's inner loop is a
   // unit-stride dot product (four partial sums).
   std::vector<double> opa(static_cast<size_t>(c.m * c.k)), opb(static_cast<size_t>(c.n * c.k));
@@ -150,17 +168,29 @@ kc::GemmPath run_case(const Case& c, std::mt19937& rng) {
       const double* ar = opa.data() + i * c.k;
       for (int64_t j = 0; j < c.n; ++j) {
         const double* br = opb.data() + j * c.k;
-        double s4[4] = {0, 0, 0, 0};
+        double s4[4] = {0, 0, 0, 0}, magnitude = 0;  // magnitude: sum of |a b|
         int64_t p = 0;
         for (; p + 4 <= c.k; p += 4)
           for (int q = 0; q < 4; ++q) s4[q] += ar[p + q] * br[p + q];
         for (; p < c.k; ++p) s4[0] += ar[p] * br[p];
+        for (p = 0; p < c.k; ++p) magnitude += std::fabs(ar[p] * br[p]);
         const double sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
         const size_t e = bz * sc.stride + i * sc.ld + j;
         double ref = c.alpha * sum;
-        if (c.beta != 0.f) ref += c.beta * to_double(hc[e]);
+        double scale = std::fabs(c.alpha) * magnitude;
+        if (c.beta != 0.f) {
+          ref += c.beta * to_double(hc[e]);
+          scale += std::fabs(c.beta * to_double(hc[e]));
+        }
         const double got = to_double(out[e]);
         if (!std::isfinite(got)) ++non_finite;
+        if (!(std::fabs(got - ref) <= element_bound<T>(c.k, ref, scale)) && off_bound++ == 0) {
+          std::ostringstream os;
+          os.precision(9);
+          os << "batch " << bz << " row " << i << " col " << j << ": gpu " << got << ", reference " << ref
+             << " (bound " << element_bound<T>(c.k, ref, scale) << ")";
+          first_off = os.str();
+        }
         err2 += (got - ref) * (got - ref);
         ref2 += ref * ref;
       }
@@ -170,6 +200,8 @@ kc::GemmPath run_case(const Case& c, std::mt19937& rng) {
     if (!is_c[e] && to_double(out[e]) != sentinel) ++sentinel_changed;
   CHECK(non_finite == 0);
   CHECK(sentinel_changed == 0);
+  INFO(off_bound << " elements outside their error bound; first: " << first_off);
+  CHECK(off_bound == 0);
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   CHECK(rel <= tolerance<T>());
   return path;
