@@ -44,14 +44,16 @@ double tolerance() {
 // when each addition rounds to nearest; the tensor cores align a k16 step's products to
 // the largest and truncate, up to about twice that, so the bound takes four times), alpha
 // and beta cost two more roundings, and a bf16 or f16 result one more of its own (2^-8 or
-// 2^-11 relative). Still a wrong element, even one among millions, fails it: at k = 1024
-// the bound is ~2.4e-4 of sum |a b| (~0.06 for inputs in [-1, 1)), while leaving out one
-// k-tile of 64 terms errs by ~2.7 on average.
+// 2^-11 relative, or 2^-25 absolute for an f16 subnormal). Still a wrong element, even
+// one among millions, fails it: at k = 1024 the bound is ~2.4e-4 of sum |a b| (~0.06 for
+// inputs in [-1, 1)), while leaving out one k-tile of 64 terms errs by ~2.7 on average.
 template <class T>
 double element_bound(int64_t k, double ref, double scale) {
   const double out_round = std::is_same_v<T, bf16> ? 0x1p-8 : std::is_same_v<T, f16> ? 0x1p-11 : 0.0;
   const double accumulation = 4.0 * static_cast<double>(k + 2) * 0x1p-24 * scale;
-  return out_round * (std::fabs(ref) + accumulation) + accumulation + 1e-30;
+  // Below f16's smallest normal a rounding is absolute: up to half its spacing, 2^-25.
+  const double subnormal_round = std::is_same_v<T, f16> ? 0x1p-25 : 0.0;
+  return out_round * (std::fabs(ref) + accumulation) + accumulation + subnormal_round + 1e-30;
 }
 
 template <class T>
