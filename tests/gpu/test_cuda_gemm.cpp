@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -56,6 +57,14 @@ double element_bound(int64_t k, double ref, double scale) {
   return out_round * (std::fabs(ref) + accumulation) + accumulation + subnormal_round + 1e-30;
 }
 
+// GELU in double, the reference for the epilogue's activation.
+double gelu_reference(dtr::kernels::GemmActivation act, double x) {
+  if (act == dtr::kernels::GemmActivation::gelu_tanh) {
+    return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
 template <class T>
 double to_double(T v) {
   return static_cast<double>(static_cast<float>(v));
@@ -69,13 +78,20 @@ struct Case {
   bool broadcast_a = false, broadcast_b = false;
   float alpha = 1.f, beta = 0.f;
   int64_t offset_a = 0;  // elements added to A's pointer (breaks 16-byte alignment)
+  // The epilogue (kernels/gemm_epilogue.h): a bias row, and an activation with its
+  // pre-activation stored (in C's layout, as linear asks for it).
+  bool bias = false;
+  dtr::kernels::GemmActivation act = dtr::kernels::GemmActivation::none;
 
   std::string describe() const {
     std::ostringstream s;
     s << "ta=" << (ta == Transpose::yes ? "T" : "N") << " tb=" << (tb == Transpose::yes ? "T" : "N") << " m=" << m
       << " n=" << n << " k=" << k << " pads=" << pad_a << "/" << pad_b << "/" << pad_c << " batch=" << batch
       << (broadcast_a ? " bcastA" : "") << (broadcast_b ? " bcastB" : "") << " alpha=" << alpha
-      << " beta=" << beta << " offset_a=" << offset_a;
+      << " beta=" << beta << " offset_a=" << offset_a << (bias ? " bias" : "")
+      << (act == dtr::kernels::GemmActivation::gelu_tanh ? " gelu_tanh"
+          : act == dtr::kernels::GemmActivation::gelu_erf ? " gelu_erf"
+                                                           : "");
     return s.str();
   }
 };
@@ -126,26 +142,35 @@ kc::GemmPath run_case(const Case& c, std::mt19937& rng) {
       for (int64_t j = 0; j < c.n; ++j) is_c[b * sc.stride + i * sc.ld + j] = true;
   for (size_t e = 0; e < hc.size(); ++e)
     if (!is_c[e]) hc[e] = T(sentinel);
+  // The epilogue's operands: a bias row, and pre (C's layout) starting as the sentinel.
+  const bool has_act = c.act != dtr::kernels::GemmActivation::none;
+  std::vector<T> hbias(static_cast<size_t>(c.n)), hpre(has_act ? hc.size() : 0, T(sentinel));
+  for (T& v : hbias) v = T(dist(rng));
 
-  DeviceBuffer<T> da(ha.size()), db(hb.size()), dc(hc.size());
+  DeviceBuffer<T> da(ha.size()), db(hb.size()), dc(hc.size()), dbias(hbias.size()), dpre(hpre.size());
   REQUIRE(cudaMemcpy(da.ptr, ha.data(), ha.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
   REQUIRE(cudaMemcpy(db.ptr, hb.data(), hb.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
   REQUIRE(cudaMemcpy(dc.ptr, hc.data(), hc.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dbias.ptr, hbias.data(), hbias.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dpre.ptr, hpre.data(), hpre.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  const dtr::kernels::GemmEpilogue<T> epilogue{
+      .bias = c.bias ? dbias.ptr : nullptr, .activation = c.act, .pre = has_act ? dpre.ptr : nullptr};
 
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   if (c.batch == 1 && c.offset_a % 2 == 0) {
     kc::gemm<T>(c.ta, c.tb, c.m, c.n, c.k, c.alpha, da.ptr + c.offset_a, sa.ld, db.ptr, sb.ld, c.beta, dc.ptr, sc.ld,
-                stream);
+                stream, epilogue);
   } else {
     kc::gemm_batched<T>(c.batch, c.ta, c.tb, c.m, c.n, c.k, c.alpha, da.ptr + c.offset_a, sa.ld, sa.stride, db.ptr,
-                        sb.ld, sb.stride, c.beta, dc.ptr, sc.ld, sc.stride, stream);
+                        sb.ld, sb.stride, c.beta, dc.ptr, sc.ld, sc.stride, stream, epilogue);
   }
   const kc::GemmPath path = kc::gemm_last_path();
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
-  std::vector<T> out(hc.size());
+  std::vector<T> out(hc.size()), pre(hpre.size());
   REQUIRE(cudaMemcpy(out.data(), dc.ptr, out.size() * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(cudaMemcpy(pre.data(), dpre.ptr, pre.size() * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
 
   auto a_at = [&](int64_t b, int64_t i, int64_t p) {
     const int64_t base = c.offset_a + b * sa.stride;
@@ -184,22 +209,41 @@ kc::GemmPath run_case(const Case& c, std::mt19937& rng) {
           ref += c.beta * to_double(hc[e]);
           scale += std::fabs(c.beta * to_double(hc[e]));
         }
-        const double got = to_double(out[e]);
-        if (!std::isfinite(got)) ++non_finite;
-        if (!(std::fabs(got - ref) <= element_bound<T>(c.k, ref, scale)) && off_bound++ == 0) {
-          std::ostringstream os;
-          os.precision(9);
-          os << "batch " << bz << " row " << i << " col " << j << ": gpu " << got << ", reference " << ref
-             << " (bound " << element_bound<T>(c.k, ref, scale) << ")";
-          first_off = os.str();
+        if (c.bias) {
+          ref += to_double(hbias[j]);
+          scale += std::fabs(to_double(hbias[j]));
+        }
+        // With an activation, ref is checked against pre, and C against the activation of
+        // the pre the gpu stored: f32 transcendentals (a few ulp of the terms) plus C's
+        // rounding.
+        double bound = element_bound<T>(c.k, ref, scale);
+        double got = to_double(has_act ? pre[e] : out[e]);
+        auto check_element = [&](const char* what, double value, double want, double allowed) {
+          if (!std::isfinite(value)) ++non_finite;
+          if (!(std::fabs(value - want) <= allowed) && off_bound++ == 0) {
+            std::ostringstream os;
+            os.precision(9);
+            os << what << " batch " << bz << " row " << i << " col " << j << ": gpu " << value << ", reference "
+               << want << " (bound " << allowed << ")";
+            first_off = os.str();
+          }
+        };
+        check_element(has_act ? "pre" : "C", got, ref, bound);
+        if (has_act) {
+          ref = gelu_reference(c.act, got);
+          got = to_double(out[e]);
+          bound = element_bound<T>(0, ref, 0) + 2e-6 * (1 + std::fabs(to_double(pre[e])));
+          check_element("C", got, ref, bound);
         }
         err2 += (got - ref) * (got - ref);
         ref2 += ref * ref;
       }
     }
   }
-  for (size_t e = 0; e < out.size(); ++e)
+  for (size_t e = 0; e < out.size(); ++e) {
     if (!is_c[e] && to_double(out[e]) != sentinel) ++sentinel_changed;
+    if (has_act && !is_c[e] && to_double(pre[e]) != sentinel) ++sentinel_changed;
+  }
   CHECK(non_finite == 0);
   CHECK(sentinel_changed == 0);
   INFO(off_bound << " elements outside their error bound; first: " << first_off);
@@ -308,6 +352,60 @@ TEMPLATE_TEST_CASE("gemm without a product writes beta * C, +0 for beta 0, whate
       if (!(got == want && std::signbit(got) == std::signbit(want))) ++wrong;
     }
     CHECK(wrong == 0);
+  }
+}
+
+// The epilogue (bias row, GELU with its pre-activation) on every layout, with batches and
+// broadcasts, on every kernel: wgmma's staged stores at both tile widths (aligned C), its
+// direct stores (odd ldc or beta: the bias only; an activation there goes to mma.sync),
+// mma.sync aligned and guarded, and SIMT for f32. pre must equal the definition's
+// v = alpha A B + beta C + bias within the summation bound, and C the activation of pre.
+TEMPLATE_TEST_CASE("gemm epilogues on every layout, batch and kernel match their definition", "[gpu][gemm]", float,
+                   bf16, f16) {
+  using dtr::kernels::GemmActivation;
+  std::mt19937 rng(2718);
+  const std::vector<Case> shapes = {
+      {.m = 128, .n = 256, .k = 64},
+      {.m = 200, .n = 136, .k = 72, .batch = 2},
+      {.m = 64, .n = 80, .k = 48, .batch = 3, .broadcast_b = true},
+      {.m = 65, .n = 40, .k = 48, .pad_c = 1},
+      {.m = 65, .n = 130, .k = 70, .alpha = 1.5f, .beta = 0.5f},
+      {.m = 33, .n = 17, .k = 9, .batch = 2, .broadcast_a = true},
+  };
+  struct Epilogue {
+    bool bias;
+    GemmActivation act;
+  };
+  const Epilogue epilogues[] = {
+      {true, GemmActivation::none}, {true, GemmActivation::gelu_tanh}, {false, GemmActivation::gelu_erf}};
+  struct Config {
+    bool wgmma;
+    int tile_n;
+  };
+  const bool half = !std::is_same_v<TestType, float>;
+  const std::vector<Config> configs =
+      half ? std::vector<Config>{{true, 0}, {true, 128}, {true, 256}, {false, 0}} : std::vector<Config>{{true, 0}};
+  for (const Config& config : configs) {
+    CAPTURE(config.wgmma, config.tile_n);
+    const dtr::testing::gpu::WgmmaTileWidth width(config.tile_n);
+    std::optional<dtr::testing::gpu::WgmmaOff> off;
+    if (!config.wgmma) off.emplace();
+    for (Transpose ta : kBoth) {
+      for (Transpose tb : kBoth) {
+        for (const Case& shape : shapes) {
+          for (const Epilogue& epilogue : epilogues) {
+            Case c = shape;
+            c.ta = ta;
+            c.tb = tb;
+            c.bias = epilogue.bias;
+            c.act = epilogue.act;
+            // A transposed is stored [k, m]: rows of a multiple of 8 elements, as wgmma needs.
+            if (ta == kT) c.pad_a += (8 - (c.m + c.pad_a) % 8) % 8;
+            run_case<TestType>(c, rng);
+          }
+        }
+      }
+    }
   }
 }
 
