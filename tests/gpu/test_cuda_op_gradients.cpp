@@ -1,7 +1,8 @@
 // Gradients on cuda against the cpu for the ops whose backward the other gpu tests do not
 // reach: the unary math ops, the binary ops with broadcast operands (the gradient of the
 // broadcast side is a reduction), where, the reductions mean, max and min (whole tensor
-// and over a dim) and softmax over the last and a middle dim. Each runs forward and
+// and over a dim), softmax over the last and a middle dim, and bmm and addmm in every
+// floating dtype cuda's GEMMs take. Each runs forward and
 // backward through autograd on both devices from the same inputs and upstream gradient.
 // The backward formulas are op-layer code shared by both devices, run on each device's
 // kernels, so the devices differ only by the kernels' rounding: the gradients are
@@ -11,6 +12,7 @@
 // at a tie on one device does not decide.
 #include "dtensor/factory.h"
 #include "dtensor/ops/elementwise.h"
+#include "dtensor/ops/matmul.h"
 #include "dtensor/ops/reduce.h"
 #include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
@@ -41,6 +43,7 @@ struct GradCase {
   std::vector<Shape> shapes;  // of the inputs (broadcast against each other)
   double lo, hi;              // the inputs' range
   std::function<Tensor(const std::vector<Tensor>&)> f;
+  bool f64_on_cuda = true;  // false: the op refuses f64 on cuda (the GEMMs)
 };
 
 // f on leaves holding `inputs` on `device`, backward with `upstream`; the gradients.
@@ -90,9 +93,13 @@ TEST_CASE("cuda gradients of the math, binary, where, reduction and softmax ops 
       {"min", {m}, -2, 2, [](const V& t) { return min(t[0]); }},
       {"softmax over the last dim", {{5, 7, 129}}, -3, 3, [](const V& t) { return softmax(t[0], -1); }},
       {"softmax over a middle dim", {{5, 7, 129}}, -3, 3, [](const V& t) { return softmax(t[0], 1); }},
+      {"bmm", {{3, 17, 24}, {3, 24, 40}}, -1, 1, [](const V& t) { return bmm(t[0], t[1]); }, false},
+      {"addmm, c broadcast", {{40}, {17, 24}, {24, 40}}, -1, 1,
+       [](const V& t) { return addmm(t[0], t[1], t[2], 0.5, 2.0); }, false},
   };
   for (DType dtype : kFloating) {
     for (const GradCase& c : cases) {
+      if (dtype == DType::f64 && !c.f64_on_cuda) continue;
       CAPTURE(c.name, name_of(dtype));
       std::vector<Tensor> inputs;
       for (const Shape& shape : c.shapes) inputs.push_back(random_cpu(shape, dtype, gen, c.lo, c.hi));
