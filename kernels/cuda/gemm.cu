@@ -428,7 +428,7 @@ bool gemm_wgmma_available() {
   return g_wgmma_enabled.load(std::memory_order_relaxed) && sm90::compiled() && sm90::device_supported();
 }
 
-void gemm_enable_wgmma(bool enable) { g_wgmma_enabled.store(enable, std::memory_order_relaxed); }
+bool gemm_enable_wgmma(bool enable) { return g_wgmma_enabled.exchange(enable, std::memory_order_relaxed); }
 
 template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,

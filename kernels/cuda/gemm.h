@@ -53,9 +53,10 @@ GemmPath gemm_last_path();
 // a device of compute capability 9.0, and not switched off by gemm_enable_wgmma(false).
 bool gemm_wgmma_available();
 
-// Allows (the default) or forbids the wgmma path for the whole process; benchmarks and
-// tests switch it off to run the mma.sync kernels on a Hopper GPU.
-void gemm_enable_wgmma(bool enable);
+// Allows (the default) or forbids the wgmma path for the whole process and returns the
+// setting it replaces; benchmarks and tests switch it off to run the mma.sync kernels on
+// a Hopper GPU.
+bool gemm_enable_wgmma(bool enable);
 
 // One GEMM: C = epilogue(alpha * op(A) . op(B) + beta * C).
 template <class T>

@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -116,12 +117,16 @@ std::string error_of(F&& f) {
   return "";
 }
 
-// Switches the Hopper wgmma GEMM off for one scope: the mma.sync kernels then run.
+// Switches the Hopper wgmma GEMM off for one scope (the mma.sync kernels then run), and
+// back to what it was at the end, so that scopes nest.
 struct WgmmaOff {
-  WgmmaOff() { kernels::cuda::gemm_enable_wgmma(false); }
-  ~WgmmaOff() { kernels::cuda::gemm_enable_wgmma(true); }
+  WgmmaOff() : was_enabled_(kernels::cuda::gemm_enable_wgmma(false)) {}
+  ~WgmmaOff() { kernels::cuda::gemm_enable_wgmma(was_enabled_); }
   WgmmaOff(const WgmmaOff&) = delete;
   WgmmaOff& operator=(const WgmmaOff&) = delete;
+
+ private:
+  bool was_enabled_;
 };
 
 // Forces a tile width (128 or 256 columns) of the wgmma GEMM for one scope; 0 keeps the
@@ -131,6 +136,24 @@ struct WgmmaTileWidth {
   ~WgmmaTileWidth() { kernels::cuda::sm90::set_tile_n(0); }
   WgmmaTileWidth(const WgmmaTileWidth&) = delete;
   WgmmaTileWidth& operator=(const WgmmaTileWidth&) = delete;
+};
+
+// Which GEMM kernels a test runs the bf16/f16 cases on: wgmma at its own tile width or
+// forced to 128 or 256 columns, or wgmma off (mma.sync). GemmKernelsScope selects one.
+struct GemmKernels {
+  bool wgmma;
+  int tile_n;  // 0: wgmma's own choice
+};
+inline const std::vector<GemmKernels> kEveryGemmKernel = {{true, 0}, {true, 128}, {true, 256}, {false, 0}};
+
+struct GemmKernelsScope {
+  explicit GemmKernelsScope(const GemmKernels& kernels) : width_(kernels.tile_n) {
+    if (!kernels.wgmma) off_.emplace();
+  }
+
+ private:
+  WgmmaTileWidth width_;
+  std::optional<WgmmaOff> off_;
 };
 
 }  // namespace dtr::testing::gpu

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -329,24 +328,26 @@ TEMPLATE_TEST_CASE("gemm without a product writes beta * C, +0 for beta 0, whate
   const int64_t m = 5, n = 7;
   for (const NoProduct& c : cases) {
     INFO("k " << c.k << " alpha " << c.alpha << " beta " << c.beta);
-    std::vector<TestType> ha(static_cast<size_t>(m * std::max<int64_t>(c.k, 1)), TestType(1.f));
-    std::vector<TestType> hb(static_cast<size_t>(std::max<int64_t>(c.k, 1) * n), TestType(1.f));
+    const int64_t lda = std::max<int64_t>(c.k, 1);  // A is [m, k], B [k, n]
+    std::vector<TestType> ha(static_cast<size_t>(m * lda), TestType(1.f));
+    std::vector<TestType> hb(static_cast<size_t>(lda * n), TestType(1.f));
     std::vector<TestType> hc(static_cast<size_t>(m * n));
     for (size_t e = 0; e < hc.size(); ++e) {
-      hc[e] = TestType(c.beta == 0.f ? std::numeric_limits<float>::quiet_NaN() : 0.25f * static_cast<float>(e) - 3.125f);
+      const float value = 0.25f * static_cast<float>(e) - 3.125f;
+      hc[e] = TestType(c.beta == 0.f ? std::numeric_limits<float>::quiet_NaN() : value);
     }
     DeviceBuffer<TestType> da(ha.size()), db(hb.size()), dc(hc.size());
     REQUIRE(cudaMemcpy(da.ptr, ha.data(), ha.size() * sizeof(TestType), cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemcpy(db.ptr, hb.data(), hb.size() * sizeof(TestType), cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemcpy(dc.ptr, hc.data(), hc.size() * sizeof(TestType), cudaMemcpyHostToDevice) == cudaSuccess);
-    kc::gemm<TestType>(kN, kN, m, n, c.k, c.alpha, da.ptr, std::max<int64_t>(c.k, 1), db.ptr, n, c.beta, dc.ptr, n,
-                       nullptr);
+    kc::gemm<TestType>(kN, kN, m, n, c.k, c.alpha, da.ptr, lda, db.ptr, n, c.beta, dc.ptr, n, nullptr);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     std::vector<TestType> out(hc.size());
     REQUIRE(cudaMemcpy(out.data(), dc.ptr, out.size() * sizeof(TestType), cudaMemcpyDeviceToHost) == cudaSuccess);
     int64_t wrong = 0;
     for (size_t e = 0; e < out.size(); ++e) {
-      // beta * C is exact here (C an odd multiple of 0.125 below 6 in magnitude, never 0; beta 0.5 or -2).
+      // beta * C is exact here (C an odd multiple of 0.125 below 6 in magnitude, never 0;
+      // beta 0.5 or -2).
       const float want = c.beta == 0.f ? 0.f : c.beta * static_cast<float>(hc[e]);
       const float got = static_cast<float>(out[e]);
       if (!(got == want && std::signbit(got) == std::signbit(want))) ++wrong;
@@ -378,18 +379,14 @@ TEMPLATE_TEST_CASE("gemm epilogues on every layout, batch and kernel match their
   };
   const Epilogue epilogues[] = {
       {true, GemmActivation::none}, {true, GemmActivation::gelu_tanh}, {false, GemmActivation::gelu_erf}};
-  struct Config {
-    bool wgmma;
-    int tile_n;
-  };
-  const bool half = !std::is_same_v<TestType, float>;
-  const std::vector<Config> configs =
-      half ? std::vector<Config>{{true, 0}, {true, 128}, {true, 256}, {false, 0}} : std::vector<Config>{{true, 0}};
-  for (const Config& config : configs) {
-    CAPTURE(config.wgmma, config.tile_n);
-    const dtr::testing::gpu::WgmmaTileWidth width(config.tile_n);
-    std::optional<dtr::testing::gpu::WgmmaOff> off;
-    if (!config.wgmma) off.emplace();
+  using dtr::testing::gpu::GemmKernels;
+  // f32 runs on the SIMT kernel whatever the setting: once is enough.
+  const std::vector<GemmKernels> every_kernel = std::is_same_v<TestType, float>
+                                                    ? std::vector<GemmKernels>{{true, 0}}
+                                                    : dtr::testing::gpu::kEveryGemmKernel;
+  for (const GemmKernels& kernels : every_kernel) {
+    CAPTURE(kernels.wgmma, kernels.tile_n);
+    const dtr::testing::gpu::GemmKernelsScope scope(kernels);
     for (Transpose ta : kBoth) {
       for (Transpose tb : kBoth) {
         for (const Case& shape : shapes) {

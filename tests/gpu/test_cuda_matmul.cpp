@@ -177,21 +177,13 @@ TEST_CASE("cuda linear with its bias and GELU in the GEMM epilogue matches the c
                                           {"partial row tile", {2, 100, 192}, {384, 192}, 0},
                                           {"odd output width", {130, 64}, {45, 64}, 0},
                                           {"padded rows", {70, 64}, {136, 64}, 3}};
-  struct GemmConfig {
-    bool wgmma;
-    int tile_n;  // wgmma's tile width, 0 for its own choice
-  };
-  for (const GemmConfig config : {GemmConfig{true, 0}, GemmConfig{true, 128}, GemmConfig{true, 256},
-                                  GemmConfig{false, 0}}) {
-    const bool wgmma = config.wgmma;
-    const WgmmaTileWidth width(config.tile_n);
-    std::optional<WgmmaOff> off;
-    if (!wgmma) off.emplace();
+  for (const GemmKernels& kernels : kEveryGemmKernel) {
+    const GemmKernelsScope scope(kernels);
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       for (const LinearCase& c : shapes) {
         for (LinearActivation act : {LinearActivation::none, LinearActivation::gelu_tanh, LinearActivation::gelu_erf}) {
-          INFO(c.name << " in " << name_of(dtype) << ", activation " << static_cast<int>(act) << ", wgmma " << wgmma
-                      << ", tile width " << config.tile_n);
+          INFO(c.name << " in " << name_of(dtype) << ", activation " << static_cast<int>(act) << ", wgmma "
+                      << kernels.wgmma << ", tile width " << kernels.tile_n);
           Shape stored = c.x;
           stored.back() += c.x_pad;
           const Tensor x_stored = random_cpu(stored, dtype, gen, -1, 1);
@@ -224,9 +216,9 @@ TEST_CASE("cuda linear with its bias and GELU in the GEMM epilogue matches the c
             NoGradGuard no_grad;
             // Both sides on one GEMM kernel: an output width that is not a multiple of 8
             // sends the fused GEMM to mma.sync but the plain one to wgmma, whose sums may
-            // round differently. (Only while wgmma is on: WgmmaOff's end switches it on.)
+            // round differently.
             std::optional<WgmmaOff> same_kernel;
-            if (wgmma && c.w[0] % 8 != 0) same_kernel.emplace();
+            if (c.w[0] % 8 != 0) same_kernel.emplace();
             const Tensor x = x_stored.to(kGpu).narrow(-1, 0, c.x.back());
             const Tensor separate = gelu(linear(x, w.to(kGpu), b.to(kGpu)),
                                          act == LinearActivation::gelu_tanh ? GeluApproximation::tanh
