@@ -1,4 +1,4 @@
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <cstring>
 

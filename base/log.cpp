@@ -1,4 +1,4 @@
-#include "dtensor/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

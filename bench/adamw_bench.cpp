@@ -7,11 +7,11 @@
 // (a memcpy's destination lines may also be read for ownership, uncounted; the
 // optimizer writes only lines it has just read, so it can beat that figure).
 //   build/dev/bench/dtr_adamw_bench [steps=5] [threads...=1 2]
-#include "dtensor/factory.h"
-#include "dtensor/random.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/fused_adamw.h"
+#include "tensor/factory.h"
+#include "tensor/random.h"
 
 #include <fmt/format.h>
 

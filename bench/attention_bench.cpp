@@ -6,9 +6,9 @@
 // FLOPs counted as FlashAttention does: forward 4 B Hq T S D (halved for causal),
 // backward 2.5x the forward. Times are the median of event-timed runs after a
 // warm-up. Usage: dtr_attention_bench   (prints one table)
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/factory.h"
 #include "kernels/cuda/attention.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
 
 #include <algorithm>
 #include <cmath>

@@ -22,10 +22,10 @@
 //       [--sizes 1,4,16,64] [--reps 20] [--warmup 3] [--skip-overlap]
 //       [--overlap-mb 16] [--gemm-n 0]
 // DTR_MPI_PROGRESS_INTERVAL_US sets the progress thread's polling interval (default 20).
-#include "dtensor/factory.h"
-#include "dtensor/ops/matmul.h"
 #include "kernels/cpu/parallel.h"
 #include "mesh/distributed.h"
+#include "tensor/factory.h"
+#include "tensor/ops/matmul.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

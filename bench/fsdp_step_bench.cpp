@@ -10,7 +10,7 @@
 //  - Bytes communicated per step by this rank, from the stats of the FSDP mesh's
 //    group (fsdp_module(root).mesh().group(0); not the world group, fully_shard's
 //    default mesh has its own): all-gather input (the shard) and reduce-scatter
-//    input (the full flat buffer), against the theory of 2 all-gathers and
+//    input (the full flat buffer), against the theory of 2 all-gathers and
 //    1 reduce-scatter of Psi parameters per step (per rank: 2 * Psi / N * 4 bytes
 //    of all-gather input, Psi * 4 bytes of reduce-scatter input), and against the
 //    exact expectation from the groups' padded flat sizes (the root group is
@@ -20,7 +20,7 @@
 //    (f32 parameter, gradient and AdamW's two moments). Forward and backward run
 //    under MemoryTagGuard(activation), so untagged allocations there count as
 //    activations.
-//  - With --profile-overhead: the step profiler's cost (dtensor/profiler.h):
+//  - With --profile-overhead: the step profiler's cost (tensor/profiler.h):
 //    --steps pairs of FSDP steps, one with the profiler off and one with it on
 //    (recording every span; the trace is not written), in alternating order;
 //    the medians of the slowest rank, their ratio and the events per step.
@@ -28,7 +28,7 @@
 //    unsharded model of the same shape and seed, run on every rank at the same time
 //    (each on its own batch slice, no communication, so CPU contention matches the
 //    FSDP run; at 1 rank this is exactly "the plain model on rank 0"), and the
-//    FSDP / unsharded step-time ratio (the target: <= 1.05 at 1 rank).
+//    FSDP / unsharded step-time ratio (the target: <= 1.05 at 1 rank).
 //    For the ratio both models stay alive and their steps alternate (FSDP, plain,
 //    FSDP, ...), so a change in machine load hits both alike; the plain model's
 //    memory is measured on its own steps, less what the idle FSDP model holds.
@@ -44,18 +44,18 @@
 //       [--profile-overhead]
 // --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
-#include "dtensor/allocator.h"
-#include "dtensor/factory.h"
-#include "dtensor/memory_stats.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/profiler.h"
-#include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
-#include "nn/checkpoint.h"
 #include "kernels/cpu/parallel.h"
 #include "mesh/distributed.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/factory.h"
+#include "tensor/memory_stats.h"
+#include "tensor/ops/nn.h"
+#include "tensor/profiler.h"
+#include "tensor/random.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
-// One training step of the GPT-2 124M shape on one GPU: the issue's "tokens/s and
-// MFU" figure, to be read next to bench/torch_gpt2_step.py (the same model in plain
-// PyTorch on the same GPU). The CPU twin is bench/train_step_bench.cpp.
+// One training step of the GPT-2 124M shape on one GPU: tokens/s and MFU, to be read
+// next to bench/torch_gpt2_step.py (the same model in plain PyTorch on the same GPU).
+// The CPU twin is bench/train_step_bench.cpp.
 //
 // The step: nn::Transformer(TransformerConfig::gpt2_124m()) on cuda, fsdp::fully_shard
 // on every block and then the root over a 1-D CUDA mesh of all ranks (NCCL; world
@@ -47,13 +47,7 @@
 #ifdef DTR_WITH_CUPTI
 #include "bench/kernel_table.h"
 #endif
-#include "dtensor/allocator.h"
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/memory_stats.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/random.h"
+#include "base/error.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/device_mesh.h"
 #include "mesh/distributed.h"
@@ -61,6 +55,12 @@
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/fused_adamw.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/memory_stats.h"
+#include "tensor/ops/nn.h"
+#include "tensor/random.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

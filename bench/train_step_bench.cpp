@@ -1,16 +1,16 @@
 // One training step (forward + backward + AdamW) of the GPT-2 124M shape on the
 // CPU, B=4, T=64, f32: ms/step, tokens/s and achieved GFLOP/s (6 * params * tokens
 // plus attention's 12 * layers * B * T^2 * dim), next to the rate of a plain
-// 1024^3 f32 GEMM through the matmul op on this machine (the target: the
-// step at >= 60% of the GEMM rate).
+// 1024^3 f32 GEMM through the matmul op on this machine (the target: the step at
+// >= 60% of the GEMM rate).
 //   build/release/bench/dtr_train_step_bench [steps=2]
-#include "dtensor/factory.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/random.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/factory.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/nn.h"
+#include "tensor/random.h"
 
 #include <fmt/format.h>
 

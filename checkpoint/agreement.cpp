@@ -1,13 +1,13 @@
-#include "fsdp/checkpoint/agreement.h"
+#include "checkpoint/agreement.h"
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
+#include "base/error.h"
 #include "mesh/distributed.h"
+#include "tensor/factory.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 std::vector<std::string> all_gather_strings(const std::string& mine) {
   auto world = distributed::world_group();
@@ -37,4 +37,4 @@ void agree_or_throw(const std::string& what, const std::string& my_error) {
   DTR_CHECK(failed.empty(), "{} failed: {}", what, fmt::join(failed, "; "));
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 // Collective: every rank's string, in rank order.
 std::vector<std::string> all_gather_strings(const std::string& mine);
@@ -17,4 +17,4 @@ std::vector<std::string> all_gather_strings(const std::string& mine);
 // failing rank's message.
 void agree_or_throw(const std::string& what, const std::string& my_error);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

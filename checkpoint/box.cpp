@@ -1,10 +1,10 @@
-#include "fsdp/checkpoint/box.h"
+#include "checkpoint/box.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <algorithm>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 int64_t Box::numel() const {
   int64_t n = 1;
@@ -70,4 +70,4 @@ std::vector<Run> copy_runs(const Box& src, const Box& dst, const Box& part) {
   return runs;
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -4,14 +4,14 @@
 // stored row-major.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 struct Box {
   Shape offset;  // global index of the first element, per dim
@@ -37,4 +37,4 @@ struct Run {
 // far as the layouts allow (whole trailing dims become one run).
 std::vector<Run> copy_runs(const Box& src, const Box& dst, const Box& part);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,17 +1,17 @@
-#include "fsdp/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "fsdp/checkpoint/agreement.h"
-#include "fsdp/checkpoint/file_io.h"
-#include "fsdp/checkpoint/planner.h"
-#include "fsdp/checkpoint/reader.h"
-#include "fsdp/checkpoint/writer.h"
+#include "base/error.h"
+#include "checkpoint/agreement.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/planner.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/writer.h"
 #include "mesh/distributed.h"
+#include "tensor/autograd/grad_mode.h"
 
 #include <functional>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -153,4 +153,4 @@ LoadResult load(const fs::path& dir, CheckpointState& state) {
   return {stats.bytes_read, stats.chunks_read};
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,5 +1,5 @@
 // Distributed checkpoints: save() and load() of a CheckpointState
-// (fsdp/checkpoint/checkpoint_state.h), called by every rank of the world
+// (checkpoint/checkpoint_state.h), called by every rank of the world
 // together, with the checkpoint directory on a filesystem every rank sees.
 //
 //   checkpoint::save("ckpt/step_500", state);   // every rank
@@ -8,7 +8,7 @@
 // Layout of a checkpoint directory:
 //   rank_<r>.bin   one per world rank (possibly empty), written in parallel: the
 //                  chunks that rank writes, row-major, back to back
-//   metadata.json  written by rank 0 (fsdp/checkpoint/metadata.h): every tensor's
+//   metadata.json  written by rank 0 (checkpoint/metadata.h): every tensor's
 //                  name, dtype, global shape, and each chunk's box, file, byte
 //                  range and per-block XXH3 checksums; file sizes; `extra`
 // Each distinct shard is written once: HSDP replicas and Replicate placements by
@@ -38,14 +38,14 @@
 // Ranks must pass states with the same keys, dtypes and global shapes.
 #pragma once
 
-#include "fsdp/checkpoint/checkpoint_state.h"
-#include "fsdp/checkpoint/metadata.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/metadata.h"
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 struct SaveOptions {
   // Checksum granularity: a reader verifies (and so reads) whole blocks.
@@ -67,4 +67,4 @@ LoadResult load(const std::filesystem::path& dir, CheckpointState& state);
 // The temporary directory save() writes into: <dir>.tmp.
 std::filesystem::path staging_directory(const std::filesystem::path& dir);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

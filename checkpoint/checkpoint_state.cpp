@@ -1,10 +1,10 @@
-#include "fsdp/checkpoint/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
+#include "base/error.h"
 #include "fsdp/fully_shard.h"
+#include "tensor/factory.h"
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 using nlohmann::json;
 
@@ -14,7 +14,7 @@ constexpr const char* kOptimPrefix = "optim.";
 
 // The module's name for each optimizer parameter, by identity.
 std::vector<std::string> optimizer_param_names(const nn::optim::Optimizer& optimizer, nn::Module& module) {
-  reshard_all(module);  // the slots must hold the shards the optimizer steps
+  fsdp::reshard_all(module);  // the slots must hold the shards the optimizer steps
   auto named = module.named_parameters();
   std::vector<std::string> names;
   for (size_t i = 0; i < optimizer.params().size(); ++i) {
@@ -37,7 +37,7 @@ std::variant<DTensor, Tensor> like_param(const Tensor& param, const Tensor& valu
 }  // namespace
 
 void CheckpointState::add_model(nn::Module& module, const std::string& prefix) {
-  reshard_all(module);
+  fsdp::reshard_all(module);
   for (auto& [name, p] : module.named_parameters()) tensors[prefix + name] = like_param(p, p.detach());
 }
 
@@ -108,4 +108,4 @@ GeneratorState generator_from_json(const json& j) {
   return GeneratorState{j.at("seed").get<uint64_t>(), j.at("offset").get<uint64_t>()};
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

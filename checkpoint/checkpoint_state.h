@@ -30,19 +30,19 @@
 // step (nn/optim/lr_schedule.h), so the step in extra is their whole state.
 #pragma once
 
+#include "checkpoint/metadata.h"
 #include "dtensor/dtensor.h"
-#include "dtensor/random.h"
-#include "dtensor/tensor.h"
-#include "fsdp/checkpoint/metadata.h"
 #include "nn/module.h"
 #include "nn/optim/optimizer.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
 
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 struct CheckpointState {
   // DTensor: sharded or replicated over its mesh; Tensor: the whole value.
@@ -68,4 +68,4 @@ struct CheckpointState {
 nlohmann::json generator_to_json(const GeneratorState& state);
 GeneratorState generator_from_json(const nlohmann::json& j);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

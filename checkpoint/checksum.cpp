@@ -1,12 +1,12 @@
-#include "fsdp/checkpoint/checksum.h"
+#include "checkpoint/checksum.h"
 
 #include <fmt/format.h>
 #include <xxhash.h>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
 std::string checksum_hex(uint64_t checksum) { return fmt::format("{:016x}", checksum); }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 uint64_t xxh3_64(const void* data, size_t bytes);
 std::string checksum_hex(uint64_t checksum);  // "0123456789abcdef"
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,6 +1,6 @@
-#include "fsdp/checkpoint/file_io.h"
+#include "checkpoint/file_io.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 namespace fs = std::filesystem;
 
@@ -96,4 +96,4 @@ void commit_directory(const fs::path& from, const fs::path& to) {
   fsync_directory(fs::absolute(to).parent_path());
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 // A file opened for writing (created or truncated); close() fsyncs it first.
 class FileWriter {
@@ -53,4 +53,4 @@ void fsync_directory(const std::filesystem::path& dir);
 // The parent directory is fsynced.
 void commit_directory(const std::filesystem::path& from, const std::filesystem::path& to);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,17 +1,17 @@
-#include "fsdp/checkpoint/full_state_dict.h"
+#include "checkpoint/full_state_dict.h"
 
-#include "dtensor/autograd/grad_mode.h"
+#include "base/error.h"
 #include "dtensor/dtensor.h"
-#include "dtensor/error.h"
 #include "fsdp/fully_shard.h"
-#include "dtensor/factory.h"
 #include "mesh/distributed.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
 
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 using nlohmann::json;
 
@@ -85,7 +85,7 @@ Tensor receive_local(const Tensor& full_on_rank0, const Tensor& param) {
 // The module's name of each optimizer parameter, by identity.
 std::vector<std::pair<std::string, Tensor>> optimizer_params(const nn::optim::Optimizer& optimizer,
                                                              nn::Module& model, const char* what) {
-  reshard_all(model);
+  fsdp::reshard_all(model);
   auto named = model.named_parameters();
   std::vector<std::pair<std::string, Tensor>> out;
   for (size_t i = 0; i < optimizer.params().size(); ++i) {
@@ -106,7 +106,7 @@ nn::StateDict get_model_state_dict(nn::Module& model, const StateDictOptions& op
   autograd::NoGradGuard no_grad;
   nn::StateDict out;
   const bool keep = !(options.full_state_dict && options.rank0_only) || is_rank0();
-  reshard_all(model);
+  fsdp::reshard_all(model);
   for (auto& [name, p] : model.named_parameters()) {
     if (!options.full_state_dict) {
       Tensor t = finish(p.detach(), options, false);
@@ -126,7 +126,7 @@ nn::StateDict get_model_state_dict(nn::Module& model, const StateDictOptions& op
 
 void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const StateDictOptions& options) {
   autograd::NoGradGuard no_grad;
-  reshard_all(model);
+  fsdp::reshard_all(model);
   auto params = model.named_parameters();
   auto buffers = model.named_buffers();
   std::vector<std::pair<std::string, Tensor>> slots = params;
@@ -283,4 +283,4 @@ void set_optimizer_state_dict(nn::Module& model, nn::optim::Optimizer& optimizer
   optimizer.load_state_dict(loaded);  // copies into the optimizer's own tensors
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

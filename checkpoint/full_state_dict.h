@@ -37,7 +37,7 @@
 #include <map>
 #include <string>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 struct StateDictOptions {
   bool full_state_dict = false;       // get: gather unsharded tensors; set: the dict holds full tensors
@@ -64,4 +64,4 @@ OptimizerStateDict get_optimizer_state_dict(nn::Module& model, const nn::optim::
 void set_optimizer_state_dict(nn::Module& model, nn::optim::Optimizer& optimizer, const OptimizerStateDict& state,
                               const StateDictOptions& options = {});
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,10 +1,10 @@
-#include "fsdp/checkpoint/metadata.h"
+#include "checkpoint/metadata.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <fstream>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 using nlohmann::json;
 
@@ -82,4 +82,4 @@ Metadata read_metadata(const std::filesystem::path& dir) {
   return metadata_from_json(j, path.string());
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

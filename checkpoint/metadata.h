@@ -14,8 +14,8 @@
 //    "user": {...}}
 #pragma once
 
-#include "dtensor/dtype.h"
-#include "fsdp/checkpoint/box.h"
+#include "checkpoint/box.h"
+#include "tensor/dtype.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 inline constexpr const char* kMetadataFile = "metadata.json";
 
@@ -59,4 +59,4 @@ Metadata metadata_from_json(const nlohmann::json& j, const std::string& source);
 // Reads <dir>/metadata.json; errors name the file (missing, unparsable, malformed).
 Metadata read_metadata(const std::filesystem::path& dir);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

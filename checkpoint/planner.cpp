@@ -1,9 +1,9 @@
-#include "fsdp/checkpoint/planner.h"
+#include "checkpoint/planner.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "mesh/distributed.h"
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 DType entry_dtype(const Entry& entry) {
   if (auto* d = std::get_if<DTensor>(&entry)) return d->dtype();
@@ -47,4 +47,4 @@ Box box_to_read(const Entry& entry) {
   return {Shape(t.sizes().size(), 0), t.sizes()};
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -9,13 +9,13 @@
 // rank, on whatever mesh it is now), or the whole tensor for a plain Tensor.
 #pragma once
 
-#include "fsdp/checkpoint/box.h"
-#include "fsdp/checkpoint/checkpoint_state.h"
+#include "checkpoint/box.h"
+#include "checkpoint/checkpoint_state.h"
 
 #include <optional>
 #include <string>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 using Entry = std::variant<DTensor, Tensor>;
 
@@ -29,4 +29,4 @@ std::optional<Box> box_to_write(const std::string& name, const Entry& entry);
 // The box this rank needs on load (its local part).
 Box box_to_read(const Entry& entry);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,15 +1,15 @@
-#include "fsdp/checkpoint/reader.h"
+#include "checkpoint/reader.h"
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "fsdp/checkpoint/checksum.h"
-#include "fsdp/checkpoint/file_io.h"
-#include "fsdp/checkpoint/planner.h"
+#include "base/error.h"
+#include "checkpoint/checksum.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/planner.h"
+#include "tensor/factory.h"
 
 #include <cstring>
 #include <memory>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 namespace fs = std::filesystem;
 
@@ -154,4 +154,4 @@ std::map<std::string, Tensor> read_needed(const CheckpointState& state, const Me
   return staged;
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

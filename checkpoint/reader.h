@@ -11,14 +11,14 @@
 // a checksum mismatch.
 #pragma once
 
-#include "fsdp/checkpoint/checkpoint_state.h"
-#include "fsdp/checkpoint/metadata.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/metadata.h"
 
 #include <filesystem>
 #include <map>
 #include <string>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 struct ReadStats {
   int64_t bytes_read = 0;   // bytes read from data files (whole checksum blocks)
@@ -29,4 +29,4 @@ struct ReadStats {
 std::map<std::string, Tensor> read_needed(const CheckpointState& state, const Metadata& metadata,
                                           const std::filesystem::path& dir, ReadStats& stats);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,20 +1,20 @@
-#include "fsdp/checkpoint/safetensors.h"
+#include "checkpoint/safetensors.h"
 
-#include "dtensor/autograd/grad_mode.h"
+#include "base/error.h"
+#include "checkpoint/agreement.h"
+#include "checkpoint/file_io.h"
 #include "dtensor/dtensor.h"
-#include "dtensor/error.h"
 #include "fsdp/fully_shard.h"
-#include "dtensor/factory.h"
-#include "fsdp/checkpoint/agreement.h"
-#include "fsdp/checkpoint/file_io.h"
 #include "mesh/distributed.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
 
 #include <algorithm>
 #include <bit>
 #include <nlohmann/json.hpp>
 #include <set>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 
@@ -202,7 +202,7 @@ void SafetensorsWriter::finish() {
 namespace {
 
 std::vector<std::pair<std::string, Tensor>> slots_of(nn::Module& model) {
-  reshard_all(model);
+  fsdp::reshard_all(model);
   auto slots = model.named_parameters();
   auto buffers = model.named_buffers();
   slots.insert(slots.end(), buffers.begin(), buffers.end());
@@ -291,4 +291,4 @@ void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
   for (auto& [slot, local] : staged) slot.copy_(local.to(slot.device()));
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -26,9 +26,9 @@
 // the world), so a failure on any rank loads nothing anywhere.
 #pragma once
 
-#include "dtensor/tensor.h"
-#include "fsdp/checkpoint/box.h"
+#include "checkpoint/box.h"
 #include "nn/module.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 inline constexpr const char* kSafetensorsMetadataKey = "__metadata__";
 
@@ -105,4 +105,4 @@ void save_safetensors(nn::Module& model, const std::filesystem::path& path,
 // strict: every parameter and buffer is in the file and the file has no other tensor.
 void load_safetensors(nn::Module& model, const std::filesystem::path& path, bool strict = true);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

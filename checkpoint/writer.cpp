@@ -1,13 +1,13 @@
-#include "fsdp/checkpoint/writer.h"
+#include "checkpoint/writer.h"
 
-#include "dtensor/error.h"
-#include "fsdp/checkpoint/checksum.h"
-#include "fsdp/checkpoint/file_io.h"
-#include "fsdp/checkpoint/planner.h"
+#include "base/error.h"
+#include "checkpoint/checksum.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/planner.h"
 
 #include <algorithm>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 RankFile write_rank_file(const CheckpointState& state, const std::filesystem::path& dir, const std::string& file,
                          int64_t block_bytes) {
@@ -34,4 +34,4 @@ RankFile write_rank_file(const CheckpointState& state, const std::filesystem::pa
   return out;
 }
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

@@ -1,17 +1,17 @@
 // Writes one rank's data file of a checkpoint: for every entry (in name order)
-// the box this rank writes (fsdp/checkpoint/planner.h), row-major, back to back,
+// the box this rank writes (checkpoint/planner.h), row-major, back to back,
 // with per-block XXH3 checksums; then fsyncs the file.
 #pragma once
 
-#include "fsdp/checkpoint/checkpoint_state.h"
-#include "fsdp/checkpoint/metadata.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/metadata.h"
 
 #include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace dtr::fsdp::checkpoint {
+namespace dtr::checkpoint {
 
 struct RankFile {
   std::string file;     // name inside the checkpoint directory
@@ -22,4 +22,4 @@ struct RankFile {
 RankFile write_rank_file(const CheckpointState& state, const std::filesystem::path& dir, const std::string& file,
                          int64_t block_bytes);
 
-}  // namespace dtr::fsdp::checkpoint
+}  // namespace dtr::checkpoint

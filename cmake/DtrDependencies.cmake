@@ -1,5 +1,6 @@
 # Third-party dependencies, all from Debian packages (scripts/setup.sh installs them).
-# dtr_config carries the include path, dependencies and definitions every dtr target needs.
+# dtr_config_base and dtr_config carry the dependencies and definitions every dtr target
+# needs; the include path of dtr's own headers is each layer's view (DtrLayers.cmake).
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(spdlog REQUIRED)
 find_package(Threads REQUIRED)
@@ -31,13 +32,10 @@ endif()
 # dtr_config_base has no compile feature, so CUDA sources can use it: CMake 3.25
 # cannot express a C++20 requirement for nvcc (DtrCuda.cmake passes -std=c++20).
 add_library(dtr_config_base INTERFACE)
-target_include_directories(dtr_config_base INTERFACE
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-  $<INSTALL_INTERFACE:include/dtr>)
 target_include_directories(dtr_config_base SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
 target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads MPI::MPI_CXX
                                                 nlohmann_json::nlohmann_json)
-# xxhash is used only inside dtr's sources (fsdp/checkpoint/checksum.cpp): its
+# xxhash is used only inside dtr's sources (checkpoint/checksum.cpp): its
 # header stays private, and a consumer links the library by name (found again by
 # dtrConfig.cmake).
 target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${XXHASH_INCLUDE_DIR}>)

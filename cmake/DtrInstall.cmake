@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS dtr dtr_config dtr_config_base EXPORT dtrTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(dir dtensor kernels mesh nn fsdp)
+foreach(dir IN LISTS DTR_LAYERS)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtr
     FILES_MATCHING PATTERN "*.h")
 endforeach()

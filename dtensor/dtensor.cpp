@@ -1,10 +1,10 @@
 #include "dtensor/dtensor.h"
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
+#include "base/error.h"
 #include "dtensor/redistribute.h"
 #include "mesh/debug_collectives.h"
 #include "mesh/distributed.h"
+#include "tensor/factory.h"
 
 namespace dtr {
 
@@ -103,7 +103,7 @@ DTensor DTensor::ones(const Shape& shape, const mesh::DeviceMesh& mesh, Placemen
   if (!spec.has_partial()) return DTensor(dtr::ones(spec.local_shape(), options), std::move(spec));
   // A Partial(sum) of ones: each rank holds its share, as redistribute makes it.
   DTensorSpec replicated = spec.with_placements(Placements(mesh.ndim(), Replicate()));
-  Tensor local = dist::redistribute_local(dtr::ones(spec.shape, options), replicated, spec);
+  Tensor local = dtensor::redistribute_local(dtr::ones(spec.shape, options), replicated, spec);
   return DTensor(std::move(local), std::move(spec));
 }
 
@@ -150,7 +150,7 @@ int64_t DTensor::size(int64_t dim) const {
 DTensor DTensor::redistribute(Placements placements) const {
   DTR_CHECK(defined(), "DTensor::redistribute: the DTensor is undefined");
   DTensorSpec target = spec_.with_placements(std::move(placements));
-  Tensor local = dist::redistribute_local(local_, spec_, target);
+  Tensor local = dtensor::redistribute_local(local_, spec_, target);
   return DTensor(std::move(local), std::move(target));
 }
 
@@ -166,7 +166,7 @@ const DTensor& DTensor::requires_grad_(bool on) const {
 DTensor DTensor::grad() const {
   const Tensor& g = local_.grad();
   if (!g.defined()) return {};
-  return DTensor(g, spec_.with_placements(dist::gradient_placements(spec_.placements)));
+  return DTensor(g, spec_.with_placements(dtensor::gradient_placements(spec_.placements)));
 }
 
 DTensor DTensor::detach() const { return DTensor(local_.detach(), spec_); }
@@ -190,7 +190,7 @@ DTensor distribute_tensor(const Tensor& full, const mesh::DeviceMesh& mesh, Plac
   DTensorSpec replicated =
       DTensorSpec::make(mesh, Placements(mesh.ndim(), Replicate()), full.sizes(), full.dtype());
   DTensorSpec target = replicated.with_placements(std::move(placements));
-  Tensor local = dist::redistribute_local(source, replicated, target);
+  Tensor local = dtensor::redistribute_local(source, replicated, target);
   return DTensor(std::move(local), std::move(target));
 }
 

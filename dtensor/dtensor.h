@@ -16,8 +16,8 @@
 #pragma once
 
 #include "dtensor/dtensor_spec.h"
-#include "dtensor/random.h"
-#include "dtensor/tensor.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
 
 #include <optional>
 

@@ -1,7 +1,7 @@
 // Ops on DTensors: each takes DTensors and returns a DTensor whose placements
 // follow from the inputs' by a sharding propagation rule, like PyTorch DTensor's
 // op dispatch. An op redistributes its inputs to the placements its rule picks
-// (differentiably), runs the local op of dtensor/ops on the local tensors and
+// (differentiably), runs the local op of tensor/ops on the local tensors and
 // wraps the local result; the rule's decision is cached per (op, arguments,
 // input specs) (dtensor/sharding/rule_cache.h). Gradients flow to the inputs
 // with the usual convention (a DTensor's gradient has its placements, Partial
@@ -49,14 +49,14 @@
 #pragma once
 
 #include "dtensor/dtensor.h"
-#include "dtensor/ops/elementwise.h"
+#include "tensor/ops/elementwise.h"
 
 #include <cstdint>
 #include <vector>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
-// --- unary (floating-only ones as in dtensor/ops/elementwise.h) ---
+// --- unary (floating-only ones as in tensor/ops/elementwise.h) ---
 DTensor neg(const DTensor& x);
 DTensor abs(const DTensor& x);
 DTensor exp(const DTensor& x);
@@ -113,4 +113,4 @@ DTensor embedding(const DTensor& table, const DTensor& indices);
 DTensor reshape(const DTensor& x, Shape shape);
 DTensor view(const DTensor& x, Shape shape);
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -1,6 +1,6 @@
 #include "dtensor/dtensor_spec.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <algorithm>
 

@@ -5,10 +5,10 @@
 // local shape and global offset of any rank's shard.
 #pragma once
 
-#include "dtensor/dtype.h"
 #include "dtensor/placement.h"
-#include "dtensor/tensor.h"
 #include "mesh/device_mesh.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <string>

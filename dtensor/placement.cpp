@@ -1,6 +1,6 @@
 #include "dtensor/placement.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <fmt/format.h>
 

@@ -1,13 +1,13 @@
 #include "dtensor/redistribute.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
+#include "base/error.h"
 #include "dtensor/shard_collectives.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -124,4 +124,4 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& from, const DT
   });
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -20,9 +20,9 @@
 #pragma once
 
 #include "dtensor/dtensor_spec.h"
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 // Returns the local tensor under `to` of the DTensor whose local tensor under
 // `from` is `local`. Differentiable.
@@ -31,4 +31,4 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& from, const DT
 // The placements a gradient has: Partial becomes Replicate.
 Placements gradient_placements(const Placements& placements);
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -1,14 +1,14 @@
 #include "dtensor/shard_collectives.h"
 
-#include "dtensor/autograd/grad_mode.h"
+#include "base/error.h"
 #include "dtensor/dtensor_spec.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/memory_stats.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/memory_stats.h"
 
 #include <numeric>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -132,4 +132,4 @@ Tensor all_to_all_dims(const Tensor& local, mesh::ProcessGroup& group, int64_t f
       .contiguous();
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

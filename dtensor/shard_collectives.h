@@ -6,10 +6,10 @@
 // They wait for the collective before returning.
 #pragma once
 
-#include "dtensor/tensor.h"
 #include "mesh/process_group.h"
+#include "tensor/tensor.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 // `local` holds this rank's shard_range(full_size, k, rank) rows of dim `dim`;
 // returns the tensor with all `full_size` rows.
@@ -29,4 +29,4 @@ Tensor all_to_all_dims(const Tensor& local, mesh::ProcessGroup& group, int64_t f
 // This rank's rows of dim `dim` (a view, no communication).
 Tensor local_chunk(const Tensor& t, int64_t dim, int64_t chunks, int64_t index);
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -7,15 +7,15 @@
 // what it prints: nothing allocated on meta, 4 * Psi / N (+ at most one padding row
 // per parameter) bytes of parameters per rank, as much gradient and twice as much
 // AdamW state; the loss falls; the checkpoint has its metadata. Exit 1 otherwise.
-#include "dtensor/allocator.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/random.h"
-#include "fsdp/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/factory.h"
+#include "tensor/ops/nn.h"
+#include "tensor/random.h"
 
 #include <fmt/format.h>
 
@@ -161,11 +161,11 @@ int main(int argc, char** argv) {
 
   // 6. Save a distributed checkpoint: every rank writes its own shards (rank_<r>.bin)
   //    in parallel, rank 0 the metadata; it loads at any number of ranks.
-  fsdp::checkpoint::CheckpointState state;
+  checkpoint::CheckpointState state;
   state.add_model(model);
   state.add_optimizer(opt, model);
   state.extra["step"] = 20;
-  fsdp::checkpoint::save(ckpt_dir, state);
+  checkpoint::save(ckpt_dir, state);
   const auto file = ckpt_dir / fmt::format("rank_{}.bin", rank);
   Tensor size = full({1}, static_cast<double>(std::filesystem::file_size(file)), {.dtype = DType::f64});
   distributed::world_group()->all_reduce(size, mesh::ReduceOp::max())->wait();

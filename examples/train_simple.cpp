@@ -1,12 +1,12 @@
 // train_simple: a model defined and trained in about twenty lines — the
 // seed documents' SimpleModel learning a synthetic 10-class problem with AdamW.
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/random.h"
 #include "nn/optim/adamw.h"
 #include "nn/simple_model.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/random.h"
 
 #include <fmt/format.h>
 

@@ -1,12 +1,12 @@
 #include "fsdp/copy_batch.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/error.h"
+#include "base/error.h"
+#include "tensor/autograd/function.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_copy.h"
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/multi_copy.h"
+#include "tensor/cuda/cuda_copy.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <map>

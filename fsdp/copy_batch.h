@@ -20,7 +20,7 @@
 // before the host writes the shards again (end of backward, reshard_all).
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <vector>
 

@@ -1,9 +1,9 @@
 #include "fsdp/fsdp_param.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/memory_stats.h"
+#include "base/error.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/memory_stats.h"
 
 namespace dtr::fsdp {
 

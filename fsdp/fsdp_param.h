@@ -10,8 +10,8 @@
 #pragma once
 
 #include "dtensor/dtensor_spec.h"
-#include "dtensor/tensor.h"
 #include "nn/module.h"
+#include "tensor/tensor.h"
 
 #include <memory>
 #include <string>

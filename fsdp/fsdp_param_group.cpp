@@ -2,18 +2,18 @@
 
 #include "fsdp/copy_batch.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/memory_stats.h"
-#include "dtensor/profiler.h"
-#include "dtensor/ops/elementwise.h"
+#include "base/error.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/memory_stats.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/profiler.h"
 
 #include <cmath>
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_copy.h"
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_copy.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 namespace dtr::fsdp {

@@ -1,11 +1,11 @@
 #include "fsdp/fsdp_state.h"
 
-#include "dtensor/autograd/engine.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "dtensor/profiler.h"
+#include "base/error.h"
 #include "fsdp/registry.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/profiler.h"
 
 #include <algorithm>
 

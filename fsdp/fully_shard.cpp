@@ -1,13 +1,13 @@
 #include "fsdp/fully_shard.h"
 
-#include "dtensor/error.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "fsdp/fsdp_state.h"
 #include "fsdp/registry.h"
 #include "mesh/distributed.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <map>

@@ -1,6 +1,6 @@
 #include "fsdp/memory_estimate.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <fmt/format.h>
 
@@ -52,60 +52,8 @@ int64_t size_of(DType d) { return static_cast<int64_t>(element_size(d)); }
 
 }  // namespace
 
-// The activation model. Counted in elements of the compute dtype c (mp
-// param_dtype, else the config's dtype) unless noted; attention keeps f32
-// (f64 for f64) copies ("acc"). BT = batch x sequence, D = dim, H = ffn hidden,
-// kvD = kv heads x head dim, V = vocab.
-//   One block keeps for backward (llama): attn_norm output D, attention's
-//   contiguous q, k, v and its output in acc (2D + 2kvD, plus log-sum-exp per
-//   head), the re-laid-out attention output D (wo's input), the residual sum D,
-//   ffn_norm output D, SwiGLU's gate, silu, up and product 4H, the block output
-//   D, and two norm statistics per row. GPT-2: the same with LayerNorm statistics
-//   and the GELU MLP's up output and GELU output (2H).
-//   The root keeps the embedding output (llama; GPT-2: the sum with positions),
-//   the final norm's output and statistics, the logits V and cross entropy's
-//   per-row statistics.
-//   The peak is in the backward of the last block, while everything forward kept
-//   is still alive, in the larger of two transients per row:
-//   - the feed-forward's: 2D + 3H (SwiGLU) or 2D + 2H (GELU) elements of c (the
-//     gradients of the hidden activations, the one-pass activation gradient, the
-//     input's gradient);
-//   - attention's: dout, dq, dk and dv in acc (2D + 2kvD), plus their casts back
-//     to c (D + 2kvD) when c is narrower than acc.
-//   These were measured on this runtime (the peak minus what forward kept, which
-//   this model counts exactly), for the llama and GPT-2 shapes of
-//   tests/mpi/memory_estimate_test.cpp. The head's backward (the logits'
-//   gradient and a softmax temporary, 2 x BT x V) is taken when larger.
-//   With activation checkpointing a block keeps only its output (the next block's
-//   input); its backward recomputes its forward, so the peak is everything kept
-//   plus one block's activations plus its backward transient.
-//   Not counted: parameter-gradient temporaries (not at the peak here), dropout
-//   masks (dropout > 0), the token ids made before the step, the loss scalar.
-int64_t estimate_activation_bytes(const nn::TransformerConfig& cfg, int64_t batch_size, int64_t seq_len,
-                                  std::optional<DType> param_dtype, bool activation_checkpointing) {
-  const int64_t T = seq_len > 0 ? seq_len : cfg.max_seq_len;
-  const int64_t BT = batch_size * T, D = cfg.dim, H = cfg.hidden(), V = cfg.vocab_size, L = cfg.n_layers;
-  const int64_t hd = D / cfg.n_heads, kvD = cfg.kv_heads() * hd, nh = cfg.n_heads;
-  const DType compute = param_dtype.value_or(cfg.dtype);
-  const int64_t c = size_of(compute), a = compute == DType::f64 ? 8 : 4;
-  const bool llama = cfg.style == nn::TransformerStyle::llama;
-  const int64_t stats_per_norm = llama ? 1 : 2;  // RMSNorm: 1/rms; LayerNorm: mean and 1/std
-  const int64_t block = BT * ((5 * D + (llama ? 4 : 2) * H) * c + (2 * D + 2 * kvD) * a + nh * a +
-                              2 * stats_per_norm * a);
-  const int64_t block_output = BT * D * c;
-  // GPT-2 also keeps the i64 positions [T] (the position embedding's indices).
-  const int64_t root = BT * (2 * D + V) * c + BT * stats_per_norm * a + 2 * BT * a + (llama ? 0 : T * 8);
-  const int64_t head_backward = 2 * BT * V * c;
-  const int64_t ffn_backward = (2 * D + (llama ? 3 : 2) * H) * c;
-  const int64_t attention_backward = (2 * D + 2 * kvD) * a + (c < a ? (D + 2 * kvD) * c : 0);
-  const int64_t block_backward = BT * std::max(ffn_backward, attention_backward);
-  if (!activation_checkpointing) return root + L * block + std::max(head_backward, block_backward);
-  const int64_t kept = root + L * block_output;
-  return kept + std::max(head_backward, block + block_backward);
-}
-
 MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int world_size,
-                               const MemoryEstimateOptions& options) {
+                               const MemoryEstimateOptions& options, const ActivationModel& activations) {
   const Layout l = layout_of(options, world_size);
   MemoryEstimate e;
   e.strategy = l.name;
@@ -151,20 +99,11 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
   } else {
     for (auto& g : e.groups) e.unsharded_peak += g.unsharded_bytes;
   }
-  return e;
-}
-
-MemoryEstimate estimate_memory(const nn::TransformerConfig& config, int world_size,
-                               const MemoryEstimateOptions& options) {
-  nn::TransformerConfig meta = config;
-  meta.device = Device::meta();  // shapes only: no memory
-  nn::Transformer model(meta);
-  MemoryEstimate e = estimate_memory(model, module_type_policy<nn::TransformerBlock>(), world_size, options);
-  e.activations_no_ckpt =
-      estimate_activation_bytes(config, options.batch_size, options.seq_len, options.param_dtype, false);
-  e.activations_ckpt =
-      estimate_activation_bytes(config, options.batch_size, options.seq_len, options.param_dtype, true);
-  e.activations = options.activation_checkpointing ? e.activations_ckpt : e.activations_no_ckpt;
+  if (activations) {
+    e.activations_no_ckpt = activations(options.batch_size, options.seq_len, options.param_dtype, false);
+    e.activations_ckpt = activations(options.batch_size, options.seq_len, options.param_dtype, true);
+    e.activations = options.activation_checkpointing ? e.activations_ckpt : e.activations_no_ckpt;
+  }
   return e;
 }
 
@@ -187,11 +126,12 @@ std::string MemoryEstimate::to_string() const {
   return out;
 }
 
-std::string memory_table(const nn::TransformerConfig& config, int world_size, MemoryEstimateOptions base) {
-  const int64_t T = base.seq_len > 0 ? base.seq_len : config.max_seq_len;
+std::string memory_table(nn::Module& model, const WrapPolicy& policy, int world_size, MemoryEstimateOptions base,
+                         const ActivationModel& activations) {
   std::string out = fmt::format(
-      "per-rank memory estimate (GiB): {} ranks, batch {} x seq {} per rank, param dtype {}, compute {}\n",
-      world_size, base.batch_size, T, dtype_name(config.dtype), dtype_name(base.param_dtype.value_or(config.dtype)));
+      "per-rank memory estimate (GiB): {} ranks, batch {} x seq {} per rank, compute {}\n", world_size,
+      base.batch_size, base.seq_len > 0 ? fmt::format("{}", base.seq_len) : std::string("(the model's longest)"),
+      base.param_dtype ? dtype_name(*base.param_dtype) : "the parameters' dtypes");
   out += fmt::format("{:<18} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "strategy", "ckpt", "params",
                      "grads", "optim", "unsharded", "activ", "total", "params(#)");
   for (ShardingStrategy s : {ShardingStrategy::full_shard, ShardingStrategy::shard_grad_op, ShardingStrategy::no_shard,
@@ -200,7 +140,7 @@ std::string memory_table(const nn::TransformerConfig& config, int world_size, Me
       MemoryEstimateOptions o = base;
       o.strategy = s;
       o.activation_checkpointing = ckpt;
-      const MemoryEstimate e = estimate_memory(config, world_size, o);
+      const MemoryEstimate e = estimate_memory(model, policy, world_size, o, activations);
       out += fmt::format("{:<18} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", e.strategy,
                          ckpt ? "yes" : "no", gib(e.params), gib(e.grads), gib(e.optimizer_state),
                          gib(e.unsharded_peak), gib(e.activations), gib(e.total()), e.num_params);

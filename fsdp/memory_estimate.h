@@ -1,13 +1,20 @@
 // Memory estimator: predicts one rank's bytes for a training step under
-// fully_shard (AdamW) without allocating anything: from a TransformerConfig
-// (every TransformerBlock its own group, then the root, as the examples and
-// apply_fully_shard(module_type_policy<TransformerBlock>()) do), or from any
-// module built on the meta device plus a wrapping policy.
+// fully_shard (AdamW) without allocating anything, for any module built on the
+// meta device (or any device: only shapes and dtypes are read), not yet sharded,
+// and the wrapping policy that will shard it. It knows no concrete layer: a
+// model's activations come from an activation model the caller passes
+// (nn::Transformer's is nn::estimate_activation_bytes, nn/transformer_memory.h).
 //
-//   auto e = fsdp::estimate_memory(config, /*world_size=*/8,
-//                                  {.strategy = fsdp::ShardingStrategy::full_shard, .batch_size = 4, .seq_len = 2048});
+//   nn::TransformerConfig meta_config = config;
+//   meta_config.device = Device::meta();
+//   nn::Transformer model(meta_config);
+//   auto policy = fsdp::module_type_policy<nn::TransformerBlock>();
+//   auto activations = std::bind_front(nn::estimate_activation_bytes, config);
+//   auto e = fsdp::estimate_memory(model, policy, /*world_size=*/8,
+//                                  {.strategy = fsdp::ShardingStrategy::full_shard, .batch_size = 4,
+//                                   .seq_len = 2048}, activations);
 //   std::cout << e.to_string();
-//   std::cout << fsdp::memory_table(config, 64, {.batch_size = 1, .seq_len = 4096});  // every strategy, +-AC
+//   std::cout << fsdp::memory_table(model, policy, 64, {.batch_size = 1, .seq_len = 4096}, activations);
 //
 // What is counted (per rank, matching the allocator's tags):
 //   params          the shards (exact: torch.chunk rows of every parameter on this
@@ -23,30 +30,22 @@
 //                   is waited for); without it (SHARD_GRAD_OP, NO_SHARD) every
 //                   group at the end of forward (NO_SHARD too: the unsharded
 //                   copies are separate from the shards);
-//   activations     the peak of tensors made in forward + backward run under
-//                   MemoryTagGuard(activation) (see estimate_activation_bytes in
-//                   memory_estimate.cpp): what forward keeps for backward (counted
-//                   tensor by tensor from nn/transformer.cpp and the ops' saved
-//                   tensors) plus the transient of the first block's backward (a
-//                   per-row coefficient measured on this runtime's ops); with
-//                   activation checkpointing each block keeps only its output and one
-//                   block is recomputed at a time. Only the Transformer of
-//                   nn/transformer.h is modelled: the module overload leaves
-//                   activations at 0. Measured at world sizes 1-4 on the tests'
-//                   llama configs (f32 and bf16, with and without checkpointing) it
-//                   is within a few bytes, as for the GPT-2 style's small config
-//                   (whose coefficients were fitted with H = 4 x dim only).
+//   activations     what the activation model says for the options' batch,
+//                   sequence length, compute dtype and activation checkpointing
+//                   (tensors made in forward + backward under
+//                   MemoryTagGuard(activation)); 0 without a model.
 // Left out: communication buffers (all-gather / reduce-scatter flat buffers),
 // the unsharded gradients of the groups in backward (compute dtype, transient),
-// the optimizer's step temporaries, allocator rounding and caching, dropout masks
-// (dropout > 0), the input token ids.
+// the optimizer's step temporaries, allocator rounding and caching.
 #pragma once
 
 #include "fsdp/sharding_strategy.h"
 #include "fsdp/wrap_policy.h"
-#include "nn/transformer.h"
+#include "nn/module.h"
+#include "tensor/dtype.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,10 +61,17 @@ struct MemoryEstimateOptions {
   // Mixed precision (fully_shard's mp_policy): the all-gather / compute dtype.
   // Shards, gradients and optimizer state keep the parameters' dtype.
   std::optional<DType> param_dtype;
+  // The step's shape, handed to the activation model.
   int64_t batch_size = 1;  // sequences per rank
-  int64_t seq_len = 0;     // 0: config.max_seq_len
-  bool activation_checkpointing = false;  // every TransformerBlock wrapped
+  int64_t seq_len = 0;     // 0: the model's longest
+  bool activation_checkpointing = false;  // every block the policy selects wrapped
 };
+
+// A model's activation bytes at the peak of one step's forward + backward, for
+// `batch_size` sequences of `seq_len` tokens computed in `compute_dtype` (none: the
+// model's dtype), with or without activation checkpointing.
+using ActivationModel = std::function<int64_t(int64_t batch_size, int64_t seq_len,
+                                              std::optional<DType> compute_dtype, bool activation_checkpointing)>;
 
 struct GroupEstimate {
   std::string path;            // "" for the root
@@ -91,20 +97,15 @@ struct MemoryEstimate {
   std::string to_string() const;
 };
 
-// The activation model alone (bytes at the peak of forward + backward).
-int64_t estimate_activation_bytes(const nn::TransformerConfig& config, int64_t batch_size, int64_t seq_len,
-                                  std::optional<DType> param_dtype, bool activation_checkpointing);
-
-MemoryEstimate estimate_memory(const nn::TransformerConfig& config, int world_size,
-                               const MemoryEstimateOptions& options = {});
-// `model` on the meta device (or any device: only shapes and dtypes are read),
-// not yet sharded; groups are those apply_fully_shard(model, policy) would make.
+// `model` not yet sharded; groups are those apply_fully_shard(model, policy) would
+// make. `activations` may be empty (activations then count 0).
 MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int world_size,
-                               const MemoryEstimateOptions& options = {});
+                               const MemoryEstimateOptions& options = {}, const ActivationModel& activations = {});
 
 // A table of estimate_memory for FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and
 // HYBRID_SHARD, each without and with activation checkpointing (base supplies the
 // batch, sequence, rank, mixed precision and hybrid shard size).
-std::string memory_table(const nn::TransformerConfig& config, int world_size, MemoryEstimateOptions base = {});
+std::string memory_table(nn::Module& model, const WrapPolicy& policy, int world_size, MemoryEstimateOptions base = {},
+                         const ActivationModel& activations = {});
 
 }  // namespace dtr::fsdp

@@ -1,6 +1,6 @@
 #include "fsdp/sharding_strategy.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "mesh/distributed.h"
 
 #include <map>

@@ -1,8 +1,8 @@
 #include "fsdp/state_dict.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "fsdp/fully_shard.h"
+#include "tensor/autograd/grad_mode.h"
 
 #include <set>
 

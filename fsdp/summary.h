@@ -15,8 +15,8 @@
 //   group: 9 tensors, shard_numel_padded=2080 (8320 B f32) holds=2064 padding=16 on rank 0 of 2, ...
 #pragma once
 
-#include "dtensor/dtype.h"
 #include "nn/module.h"
+#include "tensor/dtype.h"
 
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,6 @@
 #include "fsdp/wrap_policy.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <algorithm>
 

@@ -5,9 +5,9 @@
 // on every rank instead of hanging.
 #pragma once
 
-#include "dtensor/dtype.h"
-#include "dtensor/tensor.h"
 #include "mesh/reduce_op.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 #include <array>
 #include <cstdint>

@@ -1,8 +1,8 @@
 #include "mesh/device_mesh.h"
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
+#include "base/error.h"
 #include "mesh/distributed.h"
+#include "tensor/factory.h"
 
 #include <algorithm>
 #include <functional>

@@ -14,8 +14,8 @@
 // every rank, not a hang). Indexing a sub-mesh is local.
 #pragma once
 
-#include "dtensor/device.h"
 #include "mesh/process_group.h"
+#include "tensor/device.h"
 
 #include <cstdint>
 #include <memory>

@@ -1,13 +1,13 @@
 #include "mesh/distributed.h"
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/log.h"
-#include "dtensor/profiler.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "mesh/mpi/mpi_process_group.h"
 #include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"
 #include "mesh/watchdog.h"
+#include "tensor/factory.h"
+#include "tensor/profiler.h"
 
 #include <mpi.h>
 
@@ -16,7 +16,7 @@
 #include <string>
 
 #if DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 #if DTR_WITH_NCCL
 #include "mesh/nccl/nccl_process_group.h"

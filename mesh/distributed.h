@@ -10,12 +10,12 @@
 // the CUDA device local_rank % device_count when GPUs exist, and creates the world
 // ProcessGroup. Without a launcher it runs as world size 1 (MPI singleton).
 // finalize() is idempotent; it waits for nothing: finish outstanding Work first.
-// init() also gives the step profiler (dtensor/profiler.h) the rank, and
+// init() also gives the step profiler (tensor/profiler.h) the rank, and
 // finalize() stops it when it runs (DTR_PROFILE), writing this rank's trace.
 #pragma once
 
-#include "dtensor/device.h"
 #include "mesh/process_group.h"
+#include "tensor/device.h"
 
 namespace dtr::distributed {
 

@@ -1,6 +1,6 @@
 #include "mesh/process_group.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "mesh/debug_collectives.h"
 #include "mesh/watchdog.h"
 

@@ -9,7 +9,7 @@
 // hand it to the backend. Inputs that are not contiguous are copied; outputs and
 // in-place tensors must be contiguous (an error says so).
 //
-// Profiling (dtensor/profiler.h): each public call records a "comm" span named
+// Profiling (tensor/profiler.h): each public call records a "comm" span named
 // after the collective (its issue: checks, the input copy, the backend's launch;
 // args bytes, seq and group), and labels the Work so that its wait() records
 // the wait and the in-flight interval (mesh/work.h).
@@ -18,12 +18,12 @@
 // the same order. Group creation (split) is itself collective over the parent.
 #pragma once
 
-#include "dtensor/profiler.h"
-#include "dtensor/tensor.h"
 #include "mesh/collective.h"
 #include "mesh/comm_stats.h"
 #include "mesh/reduce_op.h"
 #include "mesh/work.h"
+#include "tensor/profiler.h"
+#include "tensor/tensor.h"
 
 #include <memory>
 #include <mutex>

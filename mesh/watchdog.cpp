@@ -1,7 +1,7 @@
 #include "mesh/watchdog.h"
 
-#include "dtensor/error.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 #include <condition_variable>
 #include <cstdio>

@@ -1,7 +1,7 @@
 #include "mesh/work.h"
 
-#include "dtensor/error.h"
-#include "dtensor/profiler.h"
+#include "base/error.h"
+#include "tensor/profiler.h"
 
 #include <algorithm>
 

@@ -9,7 +9,7 @@
 // watchdog (mesh/watchdog.h), which ends the process when one is still pending
 // after DTR_COLLECTIVE_TIMEOUT seconds.
 //
-// Profiling (dtensor/profiler.h): when the profiler recorded a collective's
+// Profiling (tensor/profiler.h): when the profiler recorded a collective's
 // issue, the first wait() of its Work records a "comm_wait" span (the time the
 // caller blocked) and the collective's in-flight interval (from the Work's
 // creation to the return of wait(), category "comm_inflight").

@@ -1,9 +1,9 @@
 // Activation modules (ReLU, GELU, SiLU) and Dropout: parameter-free wrappers of
-// the ops in dtensor/ops, so they can sit in a Sequential.
+// the ops in tensor/ops, so they can sit in a Sequential.
 #pragma once
 
-#include "dtensor/ops/elementwise.h"
 #include "nn/module.h"
+#include "tensor/ops/elementwise.h"
 
 namespace dtr::nn {
 

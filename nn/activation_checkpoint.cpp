@@ -1,9 +1,9 @@
-#include "nn/checkpoint.h"
+#include "nn/activation_checkpoint.h"
 
-#include "dtensor/autograd/engine.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/random.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/random.h"
 
 namespace dtr::nn {
 

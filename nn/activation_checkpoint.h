@@ -17,9 +17,9 @@
 //      forward (through operator(), so the module's own hooks run again) with
 //      grad mode on, on a detached copy of the saved input, then puts the
 //      generator back where it was: dropout masks are the same as in the first
-//      forward (dtensor/ops/dropout.h) and the outer random stream is undisturbed;
+//      forward (tensor/ops/dropout.h) and the outer random stream is undisturbed;
 //   2. calls autograd::backward on the recomputed output with the incoming
-//      gradient (a nested backward, see dtensor/autograd/engine.h): parameter
+//      gradient (a nested backward, see tensor/autograd/engine.h): parameter
 //      gradients accumulate into the parameters the module holds *at that time*,
 //      and the gradient reaching the input copy is captured and returned.
 // The node runs whenever its output gets a gradient, also when the input does

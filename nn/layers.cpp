@@ -1,10 +1,10 @@
 #include "nn/layers.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/dropout.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/random.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/dropout.h"
+#include "tensor/ops/nn.h"
+#include "tensor/random.h"
 
 namespace dtr::nn {
 

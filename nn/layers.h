@@ -1,4 +1,4 @@
-// Embedding, LayerNorm, RMSNorm and Dropout modules over the ops in dtensor/ops.
+// Embedding, LayerNorm, RMSNorm and Dropout modules over the ops in tensor/ops.
 // Embedding weights are normal(0, init_std) (PyTorch's default std is 1; the
 // transformer passes 0.02); norm weights start at 1 and biases at 0.
 #pragma once

@@ -1,10 +1,10 @@
 #include "nn/linear.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/random.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/random.h"
 
 #include <cmath>
 

@@ -6,8 +6,8 @@
 // with init_std > 0, W ~ normal(0, init_std) and b = 0 (the transformer init).
 #pragma once
 
-#include "dtensor/ops/matmul.h"
 #include "nn/module.h"
+#include "tensor/ops/matmul.h"
 
 namespace dtr::nn {
 

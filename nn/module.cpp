@@ -1,10 +1,10 @@
 #include "nn/module.h"
 
-#include "dtensor/autograd/engine.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/profiler.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/profiler.h"
 
 #include <algorithm>
 #include <set>

@@ -14,14 +14,14 @@
 // (register_wrapped_module); that child's parameters, buffers and descendants
 // keep the names they would have without the wrapper ("layers.0.attn.wq.weight",
 // not "layers.0.module.attn.wq.weight"), and named_modules() lists it under the
-// wrapper's own path, right after the wrapper. checkpoint_wrapper (nn/checkpoint.h)
+// wrapper's own path, right after the wrapper. checkpoint_wrapper (nn/activation_checkpoint.h)
 // uses this, so a checkpointed model has the state dict of the plain one.
 // A parent's child can be swapped for another module with replace_child (what
 // apply_activation_checkpointing does); the parent must support it (containers do).
 // Initialisation: parameters are made (or re-made on another device with
 // to_empty) and then filled by reset_parameters(), which visits modules in
 // named_modules() order, each filling its own parameters through the RNG.
-// Profiling (dtensor/profiler.h): while the profiler records, operator() records
+// Profiling (tensor/profiler.h): while the profiler records, operator() records
 // a "forward" span (hooks included) and, when the output needs a gradient, a
 // "backward" span from the moment the output's gradient is ready to the moment
 // the input's gradient is (so FSDP's pre-backward all-gather and post-backward
@@ -30,10 +30,13 @@
 // caller then gets an alias of the output (same storage, one more autograd node)
 // and the module an alias of its input. Both spans are named by profile_name():
 // the type name, or "path (Type)" after name_modules_for_profiling.
-// Off, operator() costs one relaxed atomic load more and changes nothing.
+// Off, operator() costs one relaxed atomic load more and changes nothing. The spans
+// are built in, not a hook the profiler installs, because they must enclose every
+// hook (FSDP's all-gathers included) and come before every gradient hook on the
+// output, an order that one hook among others cannot guarantee.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <functional>
 #include <map>

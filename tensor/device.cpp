@@ -1,6 +1,6 @@
-#include "dtensor/device.h"
+#include "tensor/device.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <charconv>
 

@@ -1,4 +1,4 @@
-#include "dtensor/dtype.h"
+#include "tensor/dtype.h"
 
 #include <array>
 

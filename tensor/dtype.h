@@ -3,7 +3,7 @@
 // into a compile-time element type for calling typed kernels.
 #pragma once
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "kernels/scalar_types.h"
 
 #include <cstddef>

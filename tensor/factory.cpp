@@ -1,9 +1,9 @@
-#include "dtensor/factory.h"
+#include "tensor/factory.h"
 
 #include "kernels/cpu/copy.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_copy.h"
+#include "tensor/cuda/cuda_copy.h"
 #endif
 
 #include <cmath>

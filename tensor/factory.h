@@ -4,7 +4,7 @@
 // allocate nothing and write nothing.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "dtensor/memory_stats.h"
+#include "tensor/memory_stats.h"
 
 #include <fmt/format.h>
 

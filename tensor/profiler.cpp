@@ -1,4 +1,4 @@
-#include "dtensor/profiler.h"
+#include "tensor/profiler.h"
 
 #include <fmt/format.h>
 

@@ -1,14 +1,14 @@
-#include "dtensor/random.h"
+#include "tensor/random.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/random.h"
 #include "kernels/philox.h"
+#include "tensor/autograd/function.h"
+#include "tensor/factory.h"
+#include "tensor/ops/op_checks.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/random.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <cmath>

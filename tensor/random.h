@@ -26,7 +26,7 @@
 // agree with the CPU to a few ulp), and only advance the generator on meta.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <mutex>

@@ -1,7 +1,7 @@
-#include "dtensor/storage.h"
+#include "tensor/storage.h"
 
-#include "dtensor/allocator.h"
-#include "dtensor/error.h"
+#include "base/error.h"
+#include "tensor/allocator.h"
 
 #include <atomic>
 #include <cstring>

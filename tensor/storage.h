@@ -5,8 +5,8 @@
 // allocator): the GPU copies to and from it asynchronously.
 #pragma once
 
-#include "dtensor/device.h"
-#include "dtensor/memory_stats.h"
+#include "tensor/device.h"
+#include "tensor/memory_stats.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,13 +1,13 @@
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
-#include "dtensor/autograd/autograd_meta.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
 #include "kernels/cpu/copy.h"
+#include "tensor/autograd/autograd_meta.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_copy.h"
+#include "tensor/cuda/cuda_copy.h"
 #endif
 
 #include <algorithm>

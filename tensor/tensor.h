@@ -10,11 +10,11 @@
 // math ops in the ops/ headers; printing in to_string().
 #pragma once
 
-#include "dtensor/device.h"
-#include "dtensor/dtype.h"
-#include "dtensor/memory_stats.h"
-#include "dtensor/scalar.h"
-#include "dtensor/storage.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/memory_stats.h"
+#include "tensor/scalar.h"
+#include "tensor/storage.h"
 
 #include <cstdint>
 #include <functional>
@@ -126,7 +126,7 @@ class Tensor {
   // counted under the same MemoryTag; itself when already pinned (as torch).
   // copy_ from pinned memory to a GPU is a direct DMA and still waits; the
   // non-waiting copies are cuda::copy_to_device_async / copy_to_host_async
-  // (dtensor/cuda/cuda_copy.h). Throws a clear error for a CUDA or meta tensor,
+  // (tensor/cuda/cuda_copy.h). Throws a clear error for a CUDA or meta tensor,
   // and without CUDA or a GPU.
   Tensor pin_memory() const;
   bool is_pinned() const { return storage().is_pinned(); }  // views of pinned memory too
@@ -141,7 +141,7 @@ class Tensor {
 
   std::string to_string() const;
 
-  // --- autograd (implemented in dtensor/autograd/tensor_autograd.cpp) ---
+  // --- autograd (implemented in tensor/autograd/tensor_autograd.cpp) ---
   bool requires_grad() const;
   // Marks a leaf as needing gradients (floating dtypes only). Returns *this.
   const Tensor& requires_grad_(bool on = true) const;

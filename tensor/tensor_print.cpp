@@ -1,6 +1,6 @@
 // Tensor::to_string: a readable rendering for debugging, in the style of
 // PyTorch's repr. Large tensors show the first and last 3 entries of each dim.
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace dtr {
 

@@ -1,12 +1,12 @@
 // Sharding rules and DTensor ops for elementwise unary, scalar, binary
 // (broadcasting) ops and cast; see dtensor/dtensor_ops.h for the rules.
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
 #include "dtensor/sharding/run_op.h"
 
 #include <functional>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -44,7 +44,7 @@ Shape broadcast_shape(std::string_view op, const Shape& a, const Shape& b) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    DTR_CHECK(da == db || da == 1 || db == 1, "dist::{}: shapes {} and {} do not broadcast (dim {} of the result: {} vs {})",
+    DTR_CHECK(da == db || da == 1 || db == 1, "dtensor::{}: shapes {} and {} do not broadcast (dim {} of the result: {} vs {})",
               op, shape_str(a), shape_str(b), i, da, db);
     out[i] = da == 1 ? db : da;
   }
@@ -165,4 +165,4 @@ DTensor to(const DTensor& x, DType dtype) {
   return run_unary("to", std::string(dtype_name(dtype)), x, linearity, [dtype](const Tensor& t) { return t.to(dtype); });
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

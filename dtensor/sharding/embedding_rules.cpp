@@ -2,14 +2,14 @@
 // dtensor/dtensor_ops.h. With a row-sharded table (vocab parallel) each rank
 // looks up the indices that fall in its rows and zeroes the others, so the
 // result is Partial(sum); the table's gradient stays in its own rows.
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
 #include "dtensor/sharding/run_op.h"
+#include "tensor/factory.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -59,8 +59,8 @@ Tensor masked_lookup(const Tensor& table, const Tensor& indices, int64_t offset)
 
 DTensor embedding(const DTensor& table, const DTensor& indices) {
   check_same_mesh("embedding", {&table, &indices});
-  DTR_CHECK(table.dim() == 2, "dist::embedding: expected a table [V, D], got shape {}", shape_str(table.shape()));
-  DTR_CHECK(indices.dtype() == DType::i64, "dist::embedding: expected i64 indices, got {}", indices.dtype());
+  DTR_CHECK(table.dim() == 2, "dtensor::embedding: expected a table [V, D], got shape {}", shape_str(table.shape()));
+  DTR_CHECK(indices.dtype() == DType::i64, "dtensor::embedding: expected i64 indices, got {}", indices.dtype());
   PreparedOp p = prepare_op("embedding", "", {&table, &indices}, [](const std::vector<const DTensorSpec*>& specs) {
     return embedding_rule(*specs[0], *specs[1]);
   });
@@ -73,10 +73,10 @@ DTensor embedding(const DTensor& table, const DTensor& indices) {
   // Out-of-range indices would be masked away on every rank: refuse them here.
   if (idx.numel() > 0) {
     const int64_t lo = dtr::min(idx).item<int64_t>(), hi = dtr::max(idx).item<int64_t>();
-    DTR_CHECK(lo >= 0 && hi < table.size(0), "dist::embedding: indices must be in [0, {}), found values in [{}, {}]",
+    DTR_CHECK(lo >= 0 && hi < table.size(0), "dtensor::embedding: indices must be in [0, {}), found values in [{}, {}]",
               table.size(0), lo, hi);
   }
   return wrap_result(p, masked_lookup(t, idx, table_spec.local_offset()[0]));
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -1,9 +1,9 @@
 #include "dtensor/sharding/grad_sync.h"
 
-#include "dtensor/autograd/function.h"
 #include "dtensor/shard_collectives.h"
+#include "tensor/autograd/function.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims) {
   if (mesh_dims.empty() || !local.requires_grad()) return local;
@@ -16,4 +16,4 @@ Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::v
                                 });
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -10,15 +10,15 @@
 // those summands, so the gradient is Replicate again.
 #pragma once
 
-#include "dtensor/tensor.h"
 #include "mesh/device_mesh.h"
+#include "tensor/tensor.h"
 
 #include <vector>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 // Returns `local` (recorded as an op when it needs grad); in backward, the
 // gradient is summed over mesh.group(i) for every i in `mesh_dims`.
 Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims);
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

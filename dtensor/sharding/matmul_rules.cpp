@@ -1,11 +1,11 @@
 // Sharding rules and DTensor ops for matmul and linear; see dtensor/dtensor_ops.h.
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/matmul.h"
 #include "dtensor/sharding/run_op.h"
+#include "tensor/factory.h"
+#include "tensor/ops/matmul.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -25,7 +25,7 @@ Shape matmul_shape(const DTensorSpec& a, const DTensorSpec& b) {
 
 OpSharding matmul_rule(const DTensorSpec& a, const DTensorSpec& b) {
   if (!matmul_supported(a, b)) {
-    DTR_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "dist::matmul: operands need at least one dim, got {} and {}",
+    DTR_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "dtensor::matmul: operands need at least one dim, got {} and {}",
               shape_str(a.shape), shape_str(b.shape));
     // The local op checks the shapes; the result shape is what it gives.
     Tensor ma = empty(a.shape, {.dtype = a.dtype, .device = Device::meta()});
@@ -66,10 +66,10 @@ OpSharding matmul_rule(const DTensorSpec& a, const DTensorSpec& b) {
 
 OpSharding linear_rule(const DTensorSpec& x, const DTensorSpec& w, const DTensorSpec* bias) {
   DTR_CHECK(x.ndim() >= 1 && w.ndim() == 2 && x.shape.back() == w.shape[1],
-            "dist::linear: expected x [..., in] and weight [out, in], got x {} and weight {}", shape_str(x.shape),
+            "dtensor::linear: expected x [..., in] and weight [out, in], got x {} and weight {}", shape_str(x.shape),
             shape_str(w.shape));
   DTR_CHECK(bias == nullptr || (bias->ndim() == 1 && bias->shape[0] == w.shape[0]),
-            "dist::linear: expected bias [{}], got {}", w.shape[0], shape_str(bias->shape));
+            "dtensor::linear: expected bias [{}], got {}", w.shape[0], shape_str(bias->shape));
   const int64_t nx = x.ndim();
   const int n = x.mesh.ndim();
   OpSharding s;
@@ -117,4 +117,4 @@ DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias) {
   return wrap_result(p, dtr::linear(p.locals[0], p.locals[1], bias.defined() ? p.locals[2] : Tensor()));
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -2,13 +2,13 @@
 // rms_norm: each normalises along one dim, so that dim must be whole on every
 // rank; shards of other dims are kept, weight and bias are Replicate. See
 // dtensor/dtensor_ops.h.
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/softmax.h"
 #include "dtensor/sharding/run_op.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/softmax.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -29,13 +29,13 @@ OpSharding normalize_rule(const std::vector<const DTensorSpec*>& specs, int64_t 
 
 int64_t wrap(std::string_view op, const DTensor& x, int64_t dim) {
   const int64_t n = std::max<int64_t>(x.dim(), 1);
-  DTR_CHECK(dim >= -n && dim < n, "dist::{}: dim {} is out of range for shape {}", op, dim, shape_str(x.shape()));
+  DTR_CHECK(dim >= -n && dim < n, "dtensor::{}: dim {} is out of range for shape {}", op, dim, shape_str(x.shape()));
   return dim < 0 ? dim + n : dim;
 }
 
 void check_param(std::string_view op, std::string_view name, const DTensor& x, const DTensor& param) {
   if (!param.defined()) return;
-  DTR_CHECK(x.dim() >= 1 && param.shape() == Shape{x.size(-1)}, "dist::{}: expected {} of shape [{}], got {}", op,
+  DTR_CHECK(x.dim() >= 1 && param.shape() == Shape{x.size(-1)}, "dtensor::{}: expected {} of shape [{}], got {}", op,
             name, x.dim() >= 1 ? x.size(-1) : 0, shape_str(param.shape()));
 }
 
@@ -49,7 +49,7 @@ std::vector<const DTensor*> inputs_of(const DTensor& x, const DTensor& a, const 
 }  // namespace
 
 DTensor softmax(const DTensor& x, int64_t dim) {
-  DTR_CHECK(x.defined(), "dist::softmax: the DTensor is undefined");
+  DTR_CHECK(x.defined(), "dtensor::softmax: the DTensor is undefined");
   const int64_t d = wrap("softmax", x, dim);
   PreparedOp p = prepare_op("softmax", std::to_string(d), {&x},
                             [d](const std::vector<const DTensorSpec*>& specs) { return normalize_rule(specs, d); });
@@ -57,7 +57,7 @@ DTensor softmax(const DTensor& x, int64_t dim) {
 }
 
 DTensor log_softmax(const DTensor& x, int64_t dim) {
-  DTR_CHECK(x.defined(), "dist::log_softmax: the DTensor is undefined");
+  DTR_CHECK(x.defined(), "dtensor::log_softmax: the DTensor is undefined");
   const int64_t d = wrap("log_softmax", x, dim);
   PreparedOp p = prepare_op("log_softmax", std::to_string(d), {&x},
                             [d](const std::vector<const DTensorSpec*>& specs) { return normalize_rule(specs, d); });
@@ -65,7 +65,7 @@ DTensor log_softmax(const DTensor& x, int64_t dim) {
 }
 
 DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps) {
-  DTR_CHECK(x.defined() && x.dim() >= 1, "dist::layer_norm: expected a DTensor with at least one dim");
+  DTR_CHECK(x.defined() && x.dim() >= 1, "dtensor::layer_norm: expected a DTensor with at least one dim");
   check_param("layer_norm", "weight", x, weight);
   check_param("layer_norm", "bias", x, bias);
   const int64_t last = x.dim() - 1;
@@ -79,7 +79,7 @@ DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias,
 }
 
 DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps) {
-  DTR_CHECK(x.defined() && x.dim() >= 1, "dist::rms_norm: expected a DTensor with at least one dim");
+  DTR_CHECK(x.defined() && x.dim() >= 1, "dtensor::rms_norm: expected a DTensor with at least one dim");
   check_param("rms_norm", "weight", x, weight);
   const int64_t last = x.dim() - 1;
   PreparedOp p = prepare_op("rms_norm", fmt::format("w {}", weight.defined()), inputs_of(x, weight, DTensor()),
@@ -87,4 +87,4 @@ DTensor rms_norm(const DTensor& x, const DTensor& weight, double eps) {
   return wrap_result(p, dtr::rms_norm(p.locals[0], weight.defined() ? p.locals[1] : Tensor(), eps));
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

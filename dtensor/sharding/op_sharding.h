@@ -9,7 +9,7 @@
 
 #include <vector>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 struct OpSharding {
   std::vector<Placements> inputs;  // target placements, one entry per DTensor input
@@ -26,4 +26,4 @@ inline bool is_partial_sum(const Placement& p) {
   return p.is_partial() && p.reduce_op().kind == mesh::ReduceOp::Kind::sum;
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -2,15 +2,15 @@
 // dtensor/dtensor_ops.h. A reduction over a sharded dim leaves each rank with a
 // summand of the result: Partial(sum). mean is the local sum divided by the
 // global count, so uneven and empty shards need no special care.
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
 #include "dtensor/sharding/run_op.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 #include <algorithm>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -23,9 +23,9 @@ std::vector<int64_t> normalize_dims(std::string_view op, const DTensorSpec& x, c
     return result;
   }
   for (int64_t d : dims) {
-    DTR_CHECK(d >= -n && d < n, "dist::{}: dim {} is out of range for shape {}", op, d, shape_str(x.shape));
+    DTR_CHECK(d >= -n && d < n, "dtensor::{}: dim {} is out of range for shape {}", op, d, shape_str(x.shape));
     const int64_t w = d < 0 ? d + n : d;
-    DTR_CHECK(std::find(result.begin(), result.end(), w) == result.end(), "dist::{}: dim {} appears twice in the dims",
+    DTR_CHECK(std::find(result.begin(), result.end(), w) == result.end(), "dtensor::{}: dim {} appears twice in the dims",
               op, w);
     result.push_back(w);
   }
@@ -69,7 +69,7 @@ OpSharding reduction_rule(const DTensorSpec& x, const std::vector<int64_t>& dims
 }  // namespace
 
 DTensor sum(const DTensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DTR_CHECK(x.defined(), "dist::sum: the DTensor is undefined");
+  DTR_CHECK(x.defined(), "dtensor::sum: the DTensor is undefined");
   const std::vector<int64_t> d = normalize_dims("sum", x.spec(), dims);
   PreparedOp p = prepare_op("sum", dims_key(d, keepdim), {&x}, [&](const std::vector<const DTensorSpec*>& specs) {
     return reduction_rule(*specs[0], d, keepdim);
@@ -78,8 +78,8 @@ DTensor sum(const DTensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 DTensor mean(const DTensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  DTR_CHECK(x.defined(), "dist::mean: the DTensor is undefined");
-  DTR_CHECK(is_floating(x.dtype()), "dist::mean: expected a floating dtype (f32, f64, bf16, f16), got {}", x.dtype());
+  DTR_CHECK(x.defined(), "dtensor::mean: the DTensor is undefined");
+  DTR_CHECK(is_floating(x.dtype()), "dtensor::mean: expected a floating dtype (f32, f64, bf16, f16), got {}", x.dtype());
   const std::vector<int64_t> d = normalize_dims("mean", x.spec(), dims);
   PreparedOp p = prepare_op("mean", dims_key(d, keepdim), {&x}, [&](const std::vector<const DTensorSpec*>& specs) {
     return reduction_rule(*specs[0], d, keepdim);
@@ -90,4 +90,4 @@ DTensor mean(const DTensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   return wrap_result(p, dtr::div(local_sum, Scalar(static_cast<double>(count))));
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -73,4 +73,4 @@ void clear_rule_cache() {
   c.hits = c.misses = 0;
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

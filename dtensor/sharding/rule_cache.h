@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 struct RuleCacheStats {
   int64_t hits = 0;
@@ -28,4 +28,4 @@ OpSharding cached_sharding(std::string_view op, const std::string& args, const s
 RuleCacheStats rule_cache_stats();
 void clear_rule_cache();
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

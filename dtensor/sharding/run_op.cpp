@@ -1,20 +1,20 @@
 #include "dtensor/sharding/run_op.h"
 
-#include "dtensor/error.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "dtensor/sharding/grad_sync.h"
 #include "dtensor/sharding/rule_cache.h"
 
 #include <mutex>
 #include <set>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 void check_same_mesh(std::string_view op, const std::vector<const DTensor*>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    DTR_CHECK(inputs[i]->defined(), "dist::{}: DTensor input {} is undefined", op, i);
+    DTR_CHECK(inputs[i]->defined(), "dtensor::{}: DTensor input {} is undefined", op, i);
     DTR_CHECK(inputs[i]->device_mesh() == inputs[0]->device_mesh(),
-              "dist::{}: every DTensor input must be on the same mesh, but input 0 is on {} and input {} is on {}", op,
+              "dtensor::{}: every DTensor input must be on the same mesh, but input 0 is on {} and input {} is on {}", op,
               inputs[0]->device_mesh().to_string(), i, inputs[i]->device_mesh().to_string());
   }
 }
@@ -28,7 +28,7 @@ void warn_fallback_once(std::string_view op, const std::vector<const DTensorSpec
   }
   std::string specs;
   for (const DTensorSpec* s : inputs) specs += (specs.empty() ? "" : ", ") + s->to_string();
-  DTR_LOG_WARN("dist::{}: no sharding rule for inputs {}; redistributing them to Replicate (on the mesh dims "
+  DTR_LOG_WARN("dtensor::{}: no sharding rule for inputs {}; redistributing them to Replicate (on the mesh dims "
                "no rule covers) and computing there on every rank (logged once per op)",
                op, specs);
 }
@@ -41,7 +41,7 @@ PreparedOp prepare_op(std::string_view op, const std::string& args, const std::v
   for (const DTensor* d : inputs) specs.push_back(&d->spec());
   PreparedOp prepared{cached_sharding(op, args, specs, [&] { return rule(specs); }), {}, inputs[0]->device_mesh()};
   const OpSharding& s = prepared.sharding;
-  DTR_INTERNAL_ASSERT(s.inputs.size() == inputs.size(), "dist::{}: rule gave {} input placements for {} inputs", op,
+  DTR_INTERNAL_ASSERT(s.inputs.size() == inputs.size(), "dtensor::{}: rule gave {} input placements for {} inputs", op,
                       s.inputs.size(), inputs.size());
   if (s.fallback) warn_fallback_once(op, specs);
   for (size_t j = 0; j < inputs.size(); ++j) {
@@ -60,4 +60,4 @@ DTensor wrap_result(const PreparedOp& prepared, const Tensor& local) {
                                           local.dtype()));
 }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

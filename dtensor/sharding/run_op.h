@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 // Errors unless every input is defined and all share the first one's mesh.
 void check_same_mesh(std::string_view op, const std::vector<const DTensor*>& inputs);
@@ -39,4 +39,4 @@ DTensor wrap_result(const PreparedOp& prepared, const Tensor& local);
 // Logs "<op>: no sharding rule for ..., computing replicated" once per op name.
 void warn_fallback_once(std::string_view op, const std::vector<const DTensorSpec*>& inputs);
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

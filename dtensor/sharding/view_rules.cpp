@@ -3,11 +3,11 @@
 // and the dims before it have the same product (so the element order around it
 // is the same). A reshape that splits or merges a sharded dim replicates that
 // mesh dim first (with the once-per-op warning).
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
 #include "dtensor/sharding/run_op.h"
 
-namespace dtr::dist {
+namespace dtr::dtensor {
 
 namespace {
 
@@ -15,20 +15,20 @@ Shape infer_shape(const Shape& from, Shape to) {
   int64_t known = 1, infer = -1;
   for (size_t d = 0; d < to.size(); ++d) {
     if (to[d] == -1) {
-      DTR_CHECK(infer < 0, "dist::reshape: only one dim may be -1, got {}", shape_str(to));
+      DTR_CHECK(infer < 0, "dtensor::reshape: only one dim may be -1, got {}", shape_str(to));
       infer = static_cast<int64_t>(d);
     } else {
-      DTR_CHECK(to[d] >= 0, "dist::reshape: invalid size {} in {}", to[d], shape_str(to));
+      DTR_CHECK(to[d] >= 0, "dtensor::reshape: invalid size {} in {}", to[d], shape_str(to));
       known *= to[d];
     }
   }
   const int64_t numel = numel_of(from);
   if (infer >= 0) {
-    DTR_CHECK(known != 0 && numel % known == 0, "dist::reshape: shape {} is invalid for a DTensor of shape {}",
+    DTR_CHECK(known != 0 && numel % known == 0, "dtensor::reshape: shape {} is invalid for a DTensor of shape {}",
               shape_str(to), shape_str(from));
     to[infer] = numel / known;
   }
-  DTR_CHECK(numel_of(to) == numel, "dist::reshape: shape {} is invalid for a DTensor of shape {} ({} elements)",
+  DTR_CHECK(numel_of(to) == numel, "dtensor::reshape: shape {} is invalid for a DTensor of shape {} ({} elements)",
             shape_str(to), shape_str(from), numel);
   return to;
 }
@@ -71,7 +71,7 @@ OpSharding reshape_rule(const DTensorSpec& x, const Shape& shape) {
 }  // namespace
 
 DTensor reshape(const DTensor& x, Shape shape) {
-  DTR_CHECK(x.defined(), "dist::reshape: the DTensor is undefined");
+  DTR_CHECK(x.defined(), "dtensor::reshape: the DTensor is undefined");
   const Shape target = infer_shape(x.shape(), std::move(shape));
   PreparedOp p = prepare_op("reshape", shape_str(target), {&x}, [&](const std::vector<const DTensorSpec*>& specs) {
     return reshape_rule(*specs[0], target);
@@ -82,4 +82,4 @@ DTensor reshape(const DTensor& x, Shape shape) {
 
 DTensor view(const DTensor& x, Shape shape) { return reshape(x, std::move(shape)); }
 
-}  // namespace dtr::dist
+}  // namespace dtr::dtensor

@@ -2,14 +2,18 @@
 
 #include "dataset.h"
 
-#include "dtensor/allocator.h"
 #include "fsdp/memory_estimate.h"
+#include "fsdp/wrap_policy.h"
+#include "nn/transformer.h"
+#include "nn/transformer_memory.h"
+#include "tensor/allocator.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <functional>
 
 namespace dtr::train {
 
@@ -27,7 +31,13 @@ std::string estimate_report(const TrainConfig& c) {
       .seq_len = seq,
       .activation_checkpointing = c.activation_checkpointing};
   if (c.mixed_precision == "bf16") options.param_dtype = DType::bf16;
-  const fsdp::MemoryEstimate e = fsdp::estimate_memory(model, c.world_size, options);
+  // Shapes only: the model on the meta device holds no memory.
+  nn::TransformerConfig meta = model;
+  meta.device = Device::meta();
+  nn::Transformer meta_model(meta);
+  const fsdp::WrapPolicy blocks = fsdp::module_type_policy<nn::TransformerBlock>();
+  const fsdp::ActivationModel activations = std::bind_front(nn::estimate_activation_bytes, model);
+  const fsdp::MemoryEstimate e = fsdp::estimate_memory(meta_model, blocks, c.world_size, options, activations);
 
   std::string out = fmt::format(
       "dtr-train --estimate-only: model {} ({} style, {} parameters = {:.2f}B, dim {}, {} layers, {} heads, "
@@ -39,7 +49,7 @@ std::string estimate_report(const TrainConfig& c) {
       model.hidden(), model.vocab_size, c.world_size, c.micro_batch, seq, c.mixed_precision,
       c.activation_checkpointing ? "on" : "off", c.reshard_after_forward, e.groups.size());
   out += fmt::format("per-rank estimate of this configuration (rank 0):\n{}", e.to_string());
-  out += fmt::format("\n{}", fsdp::memory_table(model, c.world_size, options));
+  out += fmt::format("\n{}", fsdp::memory_table(meta_model, blocks, c.world_size, options, activations));
   // Estimates only: the meta-device model has no storage. Say how much this
   // process allocated, so a run can check that nothing was materialised.
   const MemoryStats stats = memory_stats(Device::cpu());

@@ -1,7 +1,7 @@
 #include "generate.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
 
 #include <fmt/format.h>
 

@@ -35,7 +35,7 @@ struct StepRecord {
   std::optional<double> mfu;  // on a GPU: flops_per_second / the GPU's peak
 };
 
-// Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of dtensor/memory_stats.h).
+// Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of tensor/memory_stats.h).
 using RankPeaks = std::vector<std::array<int64_t, 6>>;
 
 class MetricsWriter {

@@ -1,12 +1,12 @@
 #include "train_checkpoint.h"
 
-#include "dtensor/random.h"
-#include "fsdp/checkpoint/checkpoint.h"
-#include "fsdp/checkpoint/metadata.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/metadata.h"
+#include "tensor/random.h"
 
 namespace dtr::train {
 
-namespace ckpt = dtr::fsdp::checkpoint;
+namespace ckpt = dtr::checkpoint;
 
 void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& model,
                               const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler) {

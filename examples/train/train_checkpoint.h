@@ -1,6 +1,6 @@
 // dtr-train's checkpoints: the sharded model, the AdamW state, the step, the data
 // sampler's position and the RNG state, through the distributed checkpoint API
-// (fsdp/checkpoint/checkpoint.h). Both calls are collective over every rank; a
+// (checkpoint/checkpoint.h). Both calls are collective over every rank; a
 // checkpoint loads at any world size.
 #pragma once
 

@@ -9,26 +9,26 @@
 #include "svg_plot.h"
 #include "train_checkpoint.h"
 
-#include "dtensor/allocator.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/log.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/profiler.h"
-#include "dtensor/random.h"
+#include "base/log.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/summary.h"
 #include "mesh/device_mesh.h"
 #include "mesh/distributed.h"
-#include "nn/checkpoint.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/fused_adamw.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/profiler.h"
+#include "tensor/random.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <fmt/format.h>

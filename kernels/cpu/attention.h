@@ -1,6 +1,6 @@
 // Fused scaled dot-product attention on the CPU, forward and backward, with
 // grouped-query attention and an optional causal mask. Buffers are contiguous,
-// in float or double (the op layer in dtensor/ops/attention.h converts bf16/f16
+// in float or double (the op layer in tensor/ops/attention.h converts bf16/f16
 // to float first):
 //   q, out, dq: [B, Hq, T, D]    k, v, dk, dv: [B, Hkv, S, D]    lse: [B, Hq, T]
 // Query head h reads kv head h / (Hq / Hkv). Query row t sees keys s < n(t), with

@@ -7,7 +7,7 @@
 //   dlogits  = scale * (p_j - (1 - eps) * [j == target] - eps / cols)
 //
 // A row whose target equals ignore_index gets loss 0 and gradient 0. The op
-// layer (dtensor/ops/nn.h) checks every other target is in [0, cols) first; the
+// layer (tensor/ops/nn.h) checks every other target is in [0, cols) first; the
 // kernels trust it. The forward writes, per row, the max and log_sum in
 // acc_t<T> (float for bf16/f16/f32, double for f64); the backward recomputes
 // p_j = exp((x_j - max) - log_sum) from them while writing dlogits, in the same

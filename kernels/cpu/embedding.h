@@ -1,6 +1,6 @@
 // Embedding lookup on the CPU: gather rows of a contiguous [rows, cols] table
 // by int64 index, and the matching deterministic scatter-add backward. The op
-// layer (dtensor/ops/nn.h) checks that every index is in [0, rows) first; the
+// layer (tensor/ops/nn.h) checks that every index is in [0, rows) first; the
 // kernels trust it.
 //
 // The backward sums, for each table row, the gradients of the tokens that

@@ -1,5 +1,5 @@
 // Fused row-wise layer norm and RMS norm on the CPU, forward and backward, over
-// a contiguous [rows, cols] buffer (the op layer in dtensor/ops/nn.h flattens
+// a contiguous [rows, cols] buffer (the op layer in tensor/ops/nn.h flattens
 // every dim but the normalised last one into rows).
 //
 //   layer_norm: y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps)

@@ -1,6 +1,6 @@
 // Row reductions on the CPU: sum, mean, max, min and argmax of each row of a
 // contiguous [rows, cols] buffer, one result per row. The op layer
-// (dtensor/ops/reduce.h) permutes the reduced dims last and makes the input
+// (tensor/ops/reduce.h) permutes the reduced dims last and makes the input
 // contiguous before calling these.
 //
 // Accumulation happens in acc_t<T> (float for bf16/f16, int64 for integers).

@@ -1,5 +1,5 @@
 // Fused row-wise softmax and log-softmax on the CPU over a contiguous
-// [rows, cols] buffer (the op layer in dtensor/ops/softmax.h moves the softmax
+// [rows, cols] buffer (the op layer in tensor/ops/softmax.h moves the softmax
 // dim last). Each row is read once into a scratch row of acc_t<T> (float for
 // bf16/f16/f32, double for f64); then come its max, exp(x - max) and its sum,
 // and the write, rounded once to T. Subtracting the max first means large

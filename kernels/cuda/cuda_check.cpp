@@ -1,6 +1,6 @@
 #include "kernels/cuda/cuda_check.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 namespace dtr::kernels::cuda {
 

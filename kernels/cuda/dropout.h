@@ -1,4 +1,4 @@
-// Fused dropout on a CUDA device: the kernel behind dtensor/ops/dropout.h on cuda
+// Fused dropout on a CUDA device: the kernel behind tensor/ops/dropout.h on cuda
 // tensors. It draws the same mask as the CPU op, which fills a fresh f32 tensor
 // with uniform_() and keeps element i where u_i >= p: here u_i is
 // kernels::uniform_float(stream, i) (the Philox words of kernels/philox.h for the

@@ -1,7 +1,7 @@
 // Embedding lookup on a CUDA device (the CUDA twins of kernels/cpu/embedding.h,
 // with the same semantics): gather rows of a contiguous [rows, cols] device table
 // by int64 index, and the matching deterministic backward. The op layer
-// (dtensor/ops/nn.h) checks every index is in [0, rows) first (with
+// (tensor/ops/nn.h) checks every index is in [0, rows) first (with
 // kernels/cuda/index_check.h); the kernels trust it.
 //
 // Forward: a plain row gather. Each row is copied in the widest unit (16, 8, 4,

@@ -6,8 +6,8 @@
 // The kernels' parameter blocks carry the fields these helpers read: alpha, beta, n,
 // bias and c_pairs (C, and pre when set, allow 4-byte stores of two elements). The
 // activation comes as an argument: p.act, or NoActivation{} in kernels built without
-// one. GELU's code inlined into every one of a tile's fully unrolled stores made the
-// plain GEMMs of stop 16 up to 3x slower on an H100 even where it never ran; a kernel
+// one. GELU's code inlined into every one of a tile's fully unrolled stores made
+// plain GEMMs up to 3x slower on an H100 even where it never ran; a kernel
 // without the activation compiles none of it.
 // Cvt converts between float and the raw 16-bit element (to_float, from_float).
 #pragma once

@@ -1,5 +1,5 @@
 // Random fills on a CUDA device: the twins of kernels/cpu/random.h (uniform_,
-// normal_ and trunc_normal_ of dtensor/random.h on cuda tensors), with the same
+// normal_ and trunc_normal_ of tensor/random.h on cuda tensors), with the same
 // arguments plus the stream to launch on, last.
 //
 // The destination is a strided box of a logical row-major tensor (LogicalBox, as

@@ -1,5 +1,5 @@
 // Rotary position embedding (RoPE) on a CUDA device: the kernel behind
-// dtensor/ops/rope.h on cuda tensors, with the CPU op's semantics.
+// tensor/ops/rope.h on cuda tensors, with the CPU op's semantics.
 //
 // in and out are contiguous [batch, seq, heads, dim] device buffers (dim even;
 // out may equal in). The pair (x[2i], x[2i + 1]) of every row (b, t, h) is rotated

@@ -1,13 +1,13 @@
 #include "mesh/mpi/host_staging.h"
 
-#include "dtensor/error.h"
-#include "dtensor/storage.h"
+#include "base/error.h"
+#include "tensor/storage.h"
 
 #include <cstring>
 
 #if DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 namespace dtr::mesh::mpi {

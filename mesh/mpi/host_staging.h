@@ -6,7 +6,7 @@
 // for premul_sum and the division for avg.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <memory>
 #include <vector>

@@ -1,6 +1,6 @@
 #include "mesh/mpi/mpi_process_group.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "mesh/mpi/host_staging.h"
 #include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"

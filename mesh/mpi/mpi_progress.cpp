@@ -1,7 +1,7 @@
 #include "mesh/mpi/mpi_progress.h"
 
-#include "dtensor/error.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "mesh/mpi/mpi_types.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "mesh/mpi/mpi_types.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 // the backend from sum (a division after, a scaling before).
 #pragma once
 
-#include "dtensor/dtype.h"
 #include "mesh/reduce_op.h"
+#include "tensor/dtype.h"
 
 #include <mpi.h>
 

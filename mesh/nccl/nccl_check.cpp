@@ -1,6 +1,6 @@
 #include "mesh/nccl/nccl_check.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 namespace dtr::mesh::nccl {
 

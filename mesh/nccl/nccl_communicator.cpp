@@ -1,7 +1,7 @@
 #include "mesh/nccl/nccl_communicator.h"
 
-#include "dtensor/error.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "mesh/nccl/nccl_check.h"
 
 #include <cuda_runtime.h>

@@ -1,17 +1,17 @@
 #include "mesh/nccl/nccl_process_group.h"
 
-#include "dtensor/allocator.h"
-#include "dtensor/cuda/cuda_allocator.h"
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"
 #include "mesh/nccl/nccl_check.h"
 #include "mesh/nccl/nccl_communicator.h"
 #include "mesh/nccl/nccl_types.h"
 #include "mesh/nccl/nccl_work.h"
+#include "tensor/allocator.h"
+#include "tensor/cuda/cuda_allocator.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
 
 #include <nccl.h>
 

@@ -9,8 +9,8 @@
 // Internal to the NCCL backend.
 #pragma once
 
-#include "dtensor/dtype.h"
 #include "mesh/reduce_op.h"
+#include "tensor/dtype.h"
 
 #include <nccl.h>
 

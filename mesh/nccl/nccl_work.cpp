@@ -1,6 +1,6 @@
 #include "mesh/nccl/nccl_work.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 
 #include <thread>
 

@@ -19,10 +19,10 @@
 // Internal to the NCCL backend.
 #pragma once
 
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/tensor.h"
 #include "mesh/nccl/nccl_communicator.h"
 #include "mesh/work.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/tensor.h"
 
 #include <atomic>
 #include <memory>

@@ -1,16 +1,16 @@
 #include "nn/optim/clip_grad.h"
 
-#include "dtensor/autograd/grad_mode.h"
+#include "base/error.h"
 #include "dtensor/dtensor_spec.h"
-#include "dtensor/factory.h"
-#include "dtensor/error.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/profiler.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/profiler.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/grad_norm.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <algorithm>

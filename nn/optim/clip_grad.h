@@ -25,7 +25,7 @@
 // its one host synchronization, the read-back of the norm it returns.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <vector>
 

@@ -1,6 +1,6 @@
 #include "nn/optim/fused_adamw.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "kernels/cpu/adamw.h"
 #include "nn/optim/fused_dispatch.h"
 

@@ -12,11 +12,11 @@
 //                                              (CUDA builds only)
 #pragma once
 
-#include "dtensor/error.h"
-#include "dtensor/tensor.h"
+#include "base/error.h"
+#include "tensor/tensor.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <map>

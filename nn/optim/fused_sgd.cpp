@@ -1,6 +1,6 @@
 #include "nn/optim/fused_sgd.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "kernels/cpu/sgd.h"
 #include "nn/optim/fused_dispatch.h"
 

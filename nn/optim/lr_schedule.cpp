@@ -1,6 +1,6 @@
 #include "nn/optim/lr_schedule.h"
 
-#include "dtensor/error.h"
+#include "base/error.h"
 #include "nn/optim/optimizer.h"
 
 #include <algorithm>

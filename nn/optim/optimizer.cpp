@@ -1,10 +1,10 @@
 #include "nn/optim/optimizer.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/memory_stats.h"
-#include "dtensor/profiler.h"
+#include "base/error.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/memory_stats.h"
+#include "tensor/profiler.h"
 
 #include <cmath>
 #include <utility>

@@ -22,7 +22,7 @@
 // MemoryTag::optimizer_state), so the dict can be dropped or reused afterwards.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <map>

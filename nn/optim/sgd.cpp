@@ -1,7 +1,7 @@
 #include "nn/optim/sgd.h"
 
-#include "dtensor/error.h"
-#include "dtensor/ops/elementwise.h"
+#include "base/error.h"
+#include "tensor/ops/elementwise.h"
 
 #include <cmath>
 #include <utility>

@@ -1,7 +1,7 @@
 #include "nn/tensor_parallel/parallelize_module.h"
 
+#include "base/error.h"
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/error.h"
 #include "dtensor/sharding/grad_sync.h"
 #include "nn/linear.h"
 
@@ -70,7 +70,7 @@ void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::Devi
     Tensor local = x.redistribute({Replicate()}).to_local();
     check_input(static_cast<nn::Linear&>(m), name, local, in);
     // Each rank's backward sees only its output features: sum the input's gradient.
-    return dist::all_reduce_grad(local, mesh, {0});
+    return dtensor::all_reduce_grad(local, mesh, {0});
   });
   linear.register_forward_hook([mesh, style, out](nn::Module&, const Tensor&, const Tensor& output) {
     Shape shape = output.sizes();
@@ -119,7 +119,7 @@ void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::Devi
     if (!has_bias) return y.to_local();
     m.set_parameter("bias", *held_bias);
     DTensor bias(*held_bias, DTensorSpec::make(mesh, {Replicate()}, held_bias->sizes(), held_bias->dtype()));
-    return dist::add(y, bias).to_local();  // a Replicate bias on a sharded output syncs its gradient
+    return dtensor::add(y, bias).to_local();  // a Replicate bias on a sharded output syncs its gradient
   });
 }
 

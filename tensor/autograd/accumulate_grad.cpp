@@ -1,8 +1,8 @@
-#include "dtensor/autograd/accumulate_grad.h"
+#include "tensor/autograd/accumulate_grad.h"
 
-#include "dtensor/autograd/autograd_meta.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
+#include "tensor/autograd/autograd_meta.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
 
 namespace dtr::autograd {
 

@@ -6,7 +6,7 @@
 // under MemoryTag::grad. Later gradients are added in place.
 #pragma once
 
-#include "dtensor/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 namespace dtr::autograd {
 

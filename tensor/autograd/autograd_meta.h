@@ -3,7 +3,7 @@
 // a hook). Plain tensors carry none.
 #pragma once
 
-#include "dtensor/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 #include <memory>
 #include <utility>

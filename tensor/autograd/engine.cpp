@@ -1,10 +1,10 @@
-#include "dtensor/autograd/engine.h"
+#include "tensor/autograd/engine.h"
 
-#include "dtensor/autograd/autograd_meta.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
+#include "tensor/autograd/autograd_meta.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
 
 #include <queue>
 #include <unordered_map>

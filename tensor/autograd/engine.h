@@ -19,7 +19,7 @@
 // is true throughout.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <functional>
 #include <vector>

@@ -1,9 +1,9 @@
-#include "dtensor/autograd/function.h"
+#include "tensor/autograd/function.h"
 
-#include "dtensor/autograd/accumulate_grad.h"
-#include "dtensor/autograd/autograd_meta.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/ops/reduce.h"
+#include "tensor/autograd/accumulate_grad.h"
+#include "tensor/autograd/autograd_meta.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/ops/reduce.h"
 
 namespace dtr::autograd {
 

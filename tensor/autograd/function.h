@@ -12,7 +12,7 @@
 // record_unary() does both steps with a lambda.
 #pragma once
 
-#include "dtensor/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 #include <functional>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "dtensor/autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 
 namespace dtr::autograd {
 

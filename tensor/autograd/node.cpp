@@ -1,4 +1,4 @@
-#include "dtensor/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 #include <algorithm>
 #include <atomic>

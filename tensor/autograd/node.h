@@ -13,7 +13,7 @@
 //   - post-hooks: run after apply() with (grad_inputs, grad_outputs).
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <functional>

@@ -1,9 +1,9 @@
-// The autograd methods of Tensor (declared in dtensor/tensor.h).
-#include "dtensor/autograd/accumulate_grad.h"
-#include "dtensor/autograd/autograd_meta.h"
-#include "dtensor/autograd/engine.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/tensor.h"
+// The autograd methods of Tensor (declared in tensor/tensor.h).
+#include "tensor/autograd/accumulate_grad.h"
+#include "tensor/autograd/autograd_meta.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/tensor.h"
 
 namespace dtr {
 

@@ -1,9 +1,9 @@
-#include "dtensor/cuda/cuda_allocator.h"
+#include "tensor/cuda/cuda_allocator.h"
 
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "kernels/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_runtime.h"
 
 #include <algorithm>
 #include <bit>

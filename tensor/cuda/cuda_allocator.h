@@ -24,7 +24,7 @@
 // sets it). Slow: every free synchronises the device.
 #pragma once
 
-#include "dtensor/allocator.h"
+#include "tensor/allocator.h"
 
 #include <cuda_runtime.h>
 

@@ -1,12 +1,12 @@
-#include "dtensor/cuda/cuda_copy.h"
+#include "tensor/cuda/cuda_copy.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/cuda/pinned_allocator.h"
-#include "dtensor/factory.h"
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/cuda_check.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/pinned_allocator.h"
+#include "tensor/factory.h"
 
 namespace dtr::cuda {
 

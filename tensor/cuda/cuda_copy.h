@@ -10,7 +10,7 @@
 // offload uses them and synchronizes at the end of backward).
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace dtr::cuda {
 

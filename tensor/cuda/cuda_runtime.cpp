@@ -1,10 +1,10 @@
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 
-#include "dtensor/allocator.h"
-#include "dtensor/error.h"
-#include "dtensor/cuda/cuda_allocator.h"
-#include "dtensor/cuda/pinned_allocator.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "tensor/allocator.h"
+#include "tensor/cuda/cuda_allocator.h"
+#include "tensor/cuda/pinned_allocator.h"
 
 #include <mutex>
 #include <unordered_map>

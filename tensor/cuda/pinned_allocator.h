@@ -9,7 +9,7 @@
 // - Asynchronous copies: a block may be freed while a copy queued before the
 //   free still reads or writes it. Freeing records an event on the current
 //   stream of the current device and on every stream a copy declared with
-//   record_stream (dtensor/cuda/cuda_copy.cpp does for its asynchronous copies);
+//   record_stream (tensor/cuda/cuda_copy.cpp does for its asynchronous copies);
 //   the block is handed out again only once cudaEventQuery says all of them
 //   completed.
 // - Statistics: counted in the CPU allocator's tracker, so memory_stats(
@@ -19,7 +19,7 @@
 //   cudaHostAlloc does that and retries once.
 #pragma once
 
-#include "dtensor/allocator.h"
+#include "tensor/allocator.h"
 
 #include <cuda_runtime.h>
 

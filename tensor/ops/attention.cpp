@@ -1,15 +1,15 @@
-#include "dtensor/ops/attention.h"
+#include "tensor/ops/attention.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/attention_backward.h"
-#include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/attention.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/attention_backward.h"
+#include "tensor/ops/op_checks.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/attention.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <cmath>

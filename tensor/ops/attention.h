@@ -29,7 +29,7 @@
 // backward there sees out rounded to that dtype.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <optional>
 

@@ -1,12 +1,12 @@
 // The backward of scaled_dot_product_attention (declared in
-// dtensor/ops/attention_backward.h).
-#include "dtensor/ops/attention_backward.h"
+// tensor/ops/attention_backward.h).
+#include "tensor/ops/attention_backward.h"
 
-#include "dtensor/factory.h"
+#include "tensor/factory.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/attention.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <utility>

@@ -1,10 +1,10 @@
-// The backward node of scaled_dot_product_attention (dtensor/ops/attention.h),
-// internal to dtensor/ops: attention.cpp creates it, attention_backward.cpp runs
+// The backward node of scaled_dot_product_attention (tensor/ops/attention.h),
+// internal to tensor/ops: attention.cpp creates it, attention_backward.cpp runs
 // the fused backward kernel of kernels/cpu/attention.h or kernels/cuda/attention.h.
 #pragma once
 
-#include "dtensor/autograd/node.h"
 #include "kernels/cpu/attention.h"
+#include "tensor/autograd/node.h"
 
 #ifdef DTR_WITH_CUDA
 #include "kernels/cuda/attention.h"

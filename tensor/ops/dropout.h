@@ -2,7 +2,7 @@
 // mask: every call draws one f32 uniform u_i per element of x from `gen` (the
 // default generator when null) as one fill of a logical tensor of x's shape, i.e.
 // it takes gen->next_fill(x.numel()) exactly like uniform_() does (see
-// dtensor/random.h). Element i is kept when u_i >= p and then scaled by
+// tensor/random.h). Element i is kept when u_i >= p and then scaled by
 // 1 / (1 - p); otherwise it is 0. The mask is therefore a pure function of the
 // generator's state before the call and x's shape (the same for every floating
 // dtype): saving a GeneratorState and restoring it replays the same mask, which
@@ -19,8 +19,8 @@
 // scale tensor (0 or 1 / (1 - p), in x's dtype), which is what the op saves.
 #pragma once
 
-#include "dtensor/random.h"
-#include "dtensor/tensor.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
 
 namespace dtr {
 

@@ -2,19 +2,19 @@
 // views, never copies) and dispatch by dtype into the kernels of the operands' device:
 // kernels/cpu/elementwise.h, or kernels/cuda/elementwise.h on the device's current
 // stream in CUDA builds.
-#include "dtensor/ops/elementwise.h"
+#include "tensor/ops/elementwise.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise_backward.h"
-#include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/elementwise_ops.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise_backward.h"
+#include "tensor/ops/op_checks.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/elementwise.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <string_view>

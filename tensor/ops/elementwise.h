@@ -27,15 +27,15 @@
 //
 // Autograd: every op on floating tensors records its backward when grad mode is on
 // and an input requires grad (formulas and non-differentiable-point choices in
-// dtensor/ops/elementwise_backward.h); gradients are summed back over broadcast
+// tensor/ops/elementwise_backward.h); gradients are summed back over broadcast
 // dims and a Scalar operand gets none. where() passes gradients to a and b, never
 // to cond. Comparisons give u8 results, which never require grad. In-place ops are
 // not recorded: they refuse (while grad mode is on) a self or an other that
 // requires grad. cast() records like Tensor::to(dtype).
 #pragma once
 
-#include "dtensor/scalar.h"
-#include "dtensor/tensor.h"
+#include "tensor/scalar.h"
+#include "tensor/tensor.h"
 
 namespace dtr {
 

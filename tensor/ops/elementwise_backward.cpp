@@ -2,11 +2,11 @@
 // node saves only what its formula reads (exp its output, mul the other operand,
 // add nothing), saved as detached views so that a saved output does not hold its
 // own grad_fn alive, and frees them in release_saved().
-#include "dtensor/ops/elementwise_backward.h"
+#include "tensor/ops/elementwise_backward.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
+#include "tensor/autograd/function.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
 
 #include <cctype>
 #include <memory>

@@ -1,4 +1,4 @@
-// Autograd for the elementwise ops (internal to dtensor/ops/): the forward ops in
+// Autograd for the elementwise ops (internal to tensor/ops/): the forward ops in
 // elementwise.cpp compute their result, then call one of these to record its
 // backward. Each call does nothing unless grad mode is on and a differentiable
 // input requires grad, so ops on plain tensors build no graph.
@@ -15,9 +15,9 @@
 // gradient is 0 where the base is 0 and the exponent is >= 0.
 #pragma once
 
-#include "dtensor/scalar.h"
-#include "dtensor/tensor.h"
 #include "kernels/elementwise_ops.h"
+#include "tensor/scalar.h"
+#include "tensor/tensor.h"
 
 namespace dtr::ops {
 

@@ -1,6 +1,6 @@
-#include "dtensor/ops/gemm_aligned_rows.h"
+#include "tensor/ops/gemm_aligned_rows.h"
 
-#include "dtensor/factory.h"
+#include "tensor/factory.h"
 
 namespace dtr::ops {
 

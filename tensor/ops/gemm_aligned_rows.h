@@ -1,4 +1,4 @@
-// Internal to dtensor/ops: the one rule for when a matrix the CUDA GEMMs read should
+// Internal to tensor/ops: the one rule for when a matrix the CUDA GEMMs read should
 // have 16-byte aligned rows, and how wide those rows are. matmul.cpp copies an operand
 // that breaks it into such rows; producers of large GEMM operands allocate them that
 // way to begin with (cross_entropy's backward writes dlogits into padded rows, which
@@ -13,7 +13,7 @@
 // take these paths.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 

@@ -2,21 +2,21 @@
 // dispatch into the GEMM of the operands' device: kernels/cpu/gemm.h, or in CUDA
 // builds kernels/cuda/gemm.h on the device's current stream (f32, bf16, f16; there
 // is no f64 CUDA GEMM). Each op computes without recording and then records its
-// backward (dtensor/ops/matmul_backward.cpp).
-#include "dtensor/ops/matmul.h"
+// backward (tensor/ops/matmul_backward.cpp).
+#include "tensor/ops/matmul.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/elementwise_backward.h"
-#include "dtensor/ops/gemm_aligned_rows.h"
-#include "dtensor/ops/matmul_backward.h"
-#include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/gemm.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/elementwise_backward.h"
+#include "tensor/ops/gemm_aligned_rows.h"
+#include "tensor/ops/matmul_backward.h"
+#include "tensor/ops/op_checks.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/gemm.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <algorithm>
@@ -54,7 +54,7 @@ std::optional<MatrixLayout> in_place_layout(const Tensor& t) {
 }
 
 // Whether a cuda operand read as `layout` is worth a copy with 16-byte aligned rows
-// (the rule and its reason: dtensor/ops/gemm_aligned_rows.h): large, 16-bit, and its
+// (the rule and its reason: tensor/ops/gemm_aligned_rows.h): large, 16-bit, and its
 // pointer or row stride not aligned.
 bool needs_aligned_rows(const Tensor& t, const MatrixLayout& layout) {
   if (!t.device().is_cuda() || !ops::gemm_wants_aligned_rows(t.dtype(), t.size(-2), t.size(-1))) {

@@ -16,7 +16,7 @@
 // addmm gives c beta * g summed to c's shape and scales a's and b's by alpha.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 namespace dtr {
 

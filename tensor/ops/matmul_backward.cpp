@@ -5,12 +5,12 @@
 // 1-D operands get 1-D gradients. addmm adds grad_c = beta * g summed to c's
 // shape and scales the product's gradients by alpha. The formulas are tensor ops,
 // so they run on whichever device the tensors are on.
-#include "dtensor/ops/matmul_backward.h"
+#include "tensor/ops/matmul_backward.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/reduce.h"
+#include "tensor/autograd/function.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/reduce.h"
 
 #include <memory>
 #include <string>

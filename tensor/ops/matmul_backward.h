@@ -1,12 +1,12 @@
-// Internal to dtensor/ops: autograd for the matrix products of matmul.h. The
+// Internal to tensor/ops: autograd for the matrix products of matmul.h. The
 // forward ops compute without recording (under NoGradGuard) and then call one of
 // these, which records a backward node for `out` when grad mode is on and some
 // operand requires grad (otherwise they do nothing). Each node saves only the
 // operands its gradients need (a for b's gradient, b for a's), as detached views.
 #pragma once
 
-#include "dtensor/scalar.h"
-#include "dtensor/tensor.h"
+#include "tensor/scalar.h"
+#include "tensor/tensor.h"
 
 namespace dtr::ops {
 

@@ -1,20 +1,20 @@
-#include "dtensor/ops/nn.h"
+#include "tensor/ops/nn.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/nn_backward.h"
-#include "dtensor/ops/op_checks.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
+#include "tensor/autograd/function.h"
+#include "tensor/factory.h"
+#include "tensor/ops/nn_backward.h"
+#include "tensor/ops/op_checks.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/index_check.h"
 #include "kernels/cuda/norm.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <memory>

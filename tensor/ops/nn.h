@@ -18,14 +18,14 @@
 //     runs on the device and reads back two numbers, so each call waits for the
 //     current stream once.
 //   - When grad mode is on and an input requires grad, the op records its
-//     backward (dtensor/ops/nn_backward.cpp): gradients flow to x, weight and bias
+//     backward (tensor/ops/nn_backward.cpp): gradients flow to x, weight and bias
 //     of the norms, to the table of embedding (never to the indices), and to the
 //     logits of cross_entropy. Reductions over rows in the backwards
 //     (dweight, dbias, the embedding table) are bitwise the same for any thread
 //     count, and on cuda from run to run.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 
@@ -54,7 +54,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // rows that are not ignored; when every row is ignored (or N == 0) it is 0 / 0 =
 // NaN, like PyTorch, and the gradient is 0. The gradient of large bf16/f16 cuda
 // logits whose C is not a multiple of 8 is not contiguous: a [N, C] view of rows
-// padded to 16 bytes (dtensor/ops/gemm_aligned_rows.h), which the head's GEMMs
+// padded to 16 bytes (tensor/ops/gemm_aligned_rows.h), which the head's GEMMs
 // read in place; a leaf's .grad is still a contiguous copy.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);

@@ -1,20 +1,20 @@
 // The backwards of layer_norm, rms_norm, embedding and cross_entropy
-// (declared in dtensor/ops/nn_backward.h), on the fused kernels of
+// (declared in tensor/ops/nn_backward.h), on the fused kernels of
 // kernels/cpu/norm.h, embedding.h and cross_entropy.h (on cuda tensors: their
 // twins in kernels/cuda/).
-#include "dtensor/ops/nn_backward.h"
+#include "tensor/ops/nn_backward.h"
 
-#include "dtensor/factory.h"
-#include "dtensor/ops/gemm_aligned_rows.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/norm.h"
+#include "tensor/factory.h"
+#include "tensor/ops/gemm_aligned_rows.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/norm.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <utility>

@@ -1,11 +1,11 @@
-// Backward nodes of the ops in dtensor/ops/nn.h (layer_norm, rms_norm,
-// embedding, cross_entropy), internal to dtensor/ops: nn.cpp creates them,
+// Backward nodes of the ops in tensor/ops/nn.h (layer_norm, rms_norm,
+// embedding, cross_entropy), internal to tensor/ops: nn.cpp creates them,
 // nn_backward.cpp runs the fused backward kernels. Each saves the contiguous
 // inputs the forward computed on plus the forward's per-row statistics, never
 // its output. On meta tensors the backwards return meta gradients.
 #pragma once
 
-#include "dtensor/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 #include <cstdint>
 #include <string>
@@ -49,7 +49,7 @@ class EmbeddingBackward final : public autograd::Node {
 };
 
 // Input (edge): the logits [N, C] only. On cuda the gradient may have padded rows
-// (empty_with_gemm_aligned_rows, dtensor/ops/gemm_aligned_rows.h).
+// (empty_with_gemm_aligned_rows, tensor/ops/gemm_aligned_rows.h).
 class CrossEntropyBackward final : public autograd::Node {
  public:
   // logits: contiguous [N, C]; targets: contiguous i64 [N]; stats: [2, N] of

@@ -1,4 +1,4 @@
-#include "dtensor/ops/op_checks.h"
+#include "tensor/ops/op_checks.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-// Input checks and shape rules shared by the ops in dtensor/ops/: the same
+// Input checks and shape rules shared by the ops in tensor/ops/: the same
 // device and dtype for every operand, NumPy broadcasting, and the "where does
 // this op run" decision (cpu kernels, or nothing to compute on meta).
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <initializer_list>
 #include <string_view>

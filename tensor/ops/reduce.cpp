@@ -1,14 +1,14 @@
-#include "dtensor/ops/reduce.h"
+#include "tensor/ops/reduce.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/op_checks.h"
-#include "dtensor/ops/reduce_backward.h"
 #include "kernels/cpu/reduce.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/op_checks.h"
+#include "tensor/ops/reduce_backward.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/reduce.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <string>
@@ -207,7 +207,7 @@ bool reduced_dims_lead(const Tensor& t, const std::vector<bool>& reduced) {
   return true;
 }
 
-// Records out's backward (dtensor/ops/reduce_backward.cpp) when t needs a gradient.
+// Records out's backward (tensor/ops/reduce_backward.cpp) when t needs a gradient.
 // max and min called without dims reduce the whole tensor; argmax has none.
 void record_backward(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims,
                      const std::vector<bool>& reduced, bool keepdim, const Tensor& out) {

@@ -24,7 +24,7 @@
 // results never require grad.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <vector>

@@ -6,13 +6,13 @@
 //   max/min of the whole tensor: g split evenly among the elements equal to the
 //         result, like PyTorch (the NaNs, when the result is NaN).
 // The formulas are tensor ops, so they run on whichever device the tensors are on.
-#include "dtensor/ops/reduce_backward.h"
+#include "tensor/ops/reduce_backward.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 #include <memory>
 #include <string>

@@ -1,10 +1,10 @@
-// Internal to dtensor/ops: autograd for the reductions of reduce.h. The forward
+// Internal to tensor/ops: autograd for the reductions of reduce.h. The forward
 // ops compute without recording and then call one of these, which records a
 // backward node for `out` when grad mode is on and `t` requires grad (otherwise
 // they do nothing). argmax and integer results are never recorded.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <vector>
 

@@ -17,7 +17,7 @@
 // Autograd: differentiable in x; the backward rotates the gradient by -a.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 

@@ -1,10 +1,10 @@
-#include "dtensor/ops/shape_ops.h"
+#include "tensor/ops/shape_ops.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/op_checks.h"
-#include "dtensor/ops/shape_ops_backward.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/op_checks.h"
+#include "tensor/ops/shape_ops_backward.h"
 
 #include <algorithm>
 #include <memory>

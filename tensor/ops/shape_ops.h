@@ -10,7 +10,7 @@
 // names the op, the operand and both shapes / dtypes / devices.
 //
 // Autograd: all three are differentiable for floating tensors. cat's gradient is
-// narrowed back to each operand (dtensor/ops/shape_ops_backward.h), stack is
+// narrowed back to each operand (tensor/ops/shape_ops_backward.h), stack is
 // unsqueeze + cat, and each piece of split is a narrow() view with its own
 // view backward, so any subset of the pieces may be used. On cuda the copies
 // (cat's, and the narrow backward's) run on the strided copy kernel
@@ -18,7 +18,7 @@
 // the CPU's bit for bit.
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <vector>

@@ -1,5 +1,5 @@
-// The backward of cat (declared in dtensor/ops/shape_ops_backward.h).
-#include "dtensor/ops/shape_ops_backward.h"
+// The backward of cat (declared in tensor/ops/shape_ops_backward.h).
+#include "tensor/ops/shape_ops_backward.h"
 
 namespace dtr::ops {
 

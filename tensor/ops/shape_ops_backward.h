@@ -1,8 +1,8 @@
-// The backward node of cat (dtensor/ops/shape_ops.h), internal to dtensor/ops:
+// The backward node of cat (tensor/ops/shape_ops.h), internal to tensor/ops:
 // it narrows the output gradient back into one slice per operand.
 #pragma once
 
-#include "dtensor/autograd/node.h"
+#include "tensor/autograd/node.h"
 
 #include <cstdint>
 #include <string>

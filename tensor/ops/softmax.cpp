@@ -1,14 +1,14 @@
-#include "dtensor/ops/softmax.h"
+#include "tensor/ops/softmax.h"
 
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/op_checks.h"
-#include "dtensor/ops/softmax_backward.h"
 #include "kernels/cpu/softmax.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/op_checks.h"
+#include "tensor/ops/softmax_backward.h"
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
 #include "kernels/cuda/softmax.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <string>

@@ -9,7 +9,7 @@
 // softmax dx = y * (g - sum(g * y)), log_softmax dx = g - exp(y) * sum(g).
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 

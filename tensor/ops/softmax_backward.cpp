@@ -1,11 +1,11 @@
 // Backward of softmax and log_softmax along one dim, from the saved output y
 // (sums with keepdim, so they broadcast back along the dim). Tensor ops only, so
 // it runs on whichever device the tensors are on.
-#include "dtensor/ops/softmax_backward.h"
+#include "tensor/ops/softmax_backward.h"
 
-#include "dtensor/autograd/function.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
+#include "tensor/autograd/function.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 #include <memory>
 #include <string>

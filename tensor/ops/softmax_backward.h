@@ -1,4 +1,4 @@
-// Internal to dtensor/ops: autograd for softmax and log_softmax (softmax.h). The
+// Internal to tensor/ops: autograd for softmax and log_softmax (softmax.h). The
 // forward computes without recording and then calls this, which records a
 // backward node for `out` when grad mode is on and `t` requires grad. The node
 // saves only the output y (as a detached view):
@@ -6,7 +6,7 @@
 //   log_softmax: dx = g - exp(y) * sum(g, dim)
 #pragma once
 
-#include "dtensor/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 

@@ -1,10 +1,15 @@
 // The memory estimator on a 7B-class Llama shape (fsdp/memory_estimate.h):
 // parameter count and per-rank state from the shapes alone, the printable table
 // for every strategy, and no tensor memory allocated to make them.
-#include "dtensor/allocator.h"
 #include "fsdp/memory_estimate.h"
+#include "fsdp/wrap_policy.h"
+#include "nn/transformer.h"
+#include "nn/transformer_memory.h"
+#include "tensor/allocator.h"
 
 #include <catch2/catch.hpp>
+
+#include <functional>
 
 using namespace dtr;
 
@@ -31,7 +36,12 @@ TEST_CASE("estimate_memory of a 7B-class config allocates nothing and counts its
   const int64_t psi = 32 * block + 2 * 32000LL * 4096 + 4096;
   REQUIRE(psi == 6738415616LL);  // Llama-2-7B
 
-  const auto e = fsdp::estimate_memory(c, 8, {.batch_size = 1, .seq_len = 4096});
+  nn::TransformerConfig meta = c;
+  meta.device = Device::meta();
+  nn::Transformer model(meta);
+  const auto blocks = fsdp::module_type_policy<nn::TransformerBlock>();
+  const fsdp::ActivationModel activations = std::bind_front(nn::estimate_activation_bytes, c);
+  const auto e = fsdp::estimate_memory(model, blocks, 8, {.batch_size = 1, .seq_len = 4096}, activations);
   REQUIRE(e.num_params == psi);
   REQUIRE(e.groups.size() == 33);
   // Every dim-0 size divides by 8: no padding, each rank holds psi / 8 in f32.
@@ -42,13 +52,13 @@ TEST_CASE("estimate_memory of a 7B-class config allocates nothing and counts its
   REQUIRE(e.unsharded_peak == 4 * ((2 * 32000LL * 4096 + 4096) + block));
   REQUIRE(e.activations_ckpt < e.activations_no_ckpt);
 
-  const auto none = fsdp::estimate_memory(c, 8, {.strategy = fsdp::ShardingStrategy::no_shard});
+  const auto none = fsdp::estimate_memory(model, blocks, 8, {.strategy = fsdp::ShardingStrategy::no_shard});
   REQUIRE(none.params == psi * 4);
-  const auto hsdp = fsdp::estimate_memory(c, 8, {.strategy = fsdp::ShardingStrategy::hybrid_shard,
+  const auto hsdp = fsdp::estimate_memory(model, blocks, 8, {.strategy = fsdp::ShardingStrategy::hybrid_shard,
                                                  .hybrid_shard_size = 4});
   REQUIRE(hsdp.params == psi / 4 * 4);
 
-  const std::string table = fsdp::memory_table(c, 8, {.batch_size = 1, .seq_len = 4096});
+  const std::string table = fsdp::memory_table(model, blocks, 8, {.batch_size = 1, .seq_len = 4096}, activations);
   WARN(table);
   REQUIRE(table.find("FULL_SHARD") != std::string::npos);
   REQUIRE(table.find("HYBRID_SHARD(2)") != std::string::npos);

@@ -1,4 +1,4 @@
-// scaled_dot_product_attention (dtensor/ops/attention.h) on cuda tensors against the
+// scaled_dot_product_attention (tensor/ops/attention.h) on cuda tensors against the
 // same op on the cpu: the output and the gradients of q, k and v (autograd backward
 // with one random dout), over B in {1, 2}, (Hq, Hkv) in {(1,1), (4,4), (8,2), (6,1)},
 // T and S in {1, 2, 17, 64, 129, 256} (T == S and T != S), D in {16, 32, 64, 80, 128},
@@ -24,13 +24,13 @@
 //   f32 1e-4, f64 1e-10, bf16 2e-2, f16 4e-3: bf16/f16 gradients are rounded once, the
 // cuda backward sees out rounded to the dtype (the cpu one keeps it in f32), and the
 // tensor-core kernels round P and dS to the dtype before their products.
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/attention.h"
+#include "base/error.h"
 #include "gpu_test_support.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/attention.h"
 
 #include <catch2/catch.hpp>
 

@@ -11,11 +11,11 @@
 // 4 ulp (exp, log, sin, cos, tanh), 8 ulp (sigmoid, silu: one more rounding after
 // exp), 16 ulp (pow, gelu_erf) and 64 ulp (gelu_tanh: exp(-2u) scales the rounding
 // of u by up to |2u| ~ 25 on [-6, 6]); bf16/f16 results, rounded from float, by 1 ulp.
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/random.h"
 #include "gpu_test_support.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -10,14 +10,14 @@
 // clip, each grad element may differ by one rounding of its dtype (the two
 // coefficients differ in their last double bits): relative 2^-23 for f32, 2^-7
 // bf16, 2^-10 f16, 1e-15 f64. scale_grads_ with the same coefficient is bitwise.
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/random.h"
+#include "base/error.h"
 #include "gpu_test_support.h"
 #include "kernels/cuda/grad_norm.h"
 #include "nn/optim/clip_grad.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -7,14 +7,14 @@
 // backward, on every GEMM path. Inputs are fresh random numbers each run (the seed is printed on
 // failure). Both devices accumulate in f32 but in different orders, so results
 // agree within ||gpu - cpu|| / ||cpu|| <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16).
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
 #include "kernels/cuda/gemm.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

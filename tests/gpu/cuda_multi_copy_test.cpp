@@ -8,13 +8,13 @@
 // outside a destination shows up. Results must be equal BIT FOR BIT (a conversion
 // that yields NaN may differ in the NaN's payload bits only); copies are
 // deterministic by construction (each element written once, from its source).
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
+#include "base/error.h"
 #include "fsdp/copy_batch.h"
 #include "gpu_test_support.h"
 #include "kernels/cuda/multi_copy.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

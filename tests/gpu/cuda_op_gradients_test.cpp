@@ -10,12 +10,12 @@
 // 4e-3 (f16), a few roundings of the element type for the half types (every op of a
 // backward formula rounds its result), in norm so that a value that rounds the other way
 // at a tie on one device does not decide.
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

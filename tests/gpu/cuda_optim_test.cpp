@@ -8,11 +8,7 @@
 // more tensors than one launch's table holds; bf16 and f16 grads through the AdamW
 // kernel entry points (CUDA kernel vs CPU kernel, bitwise); run-to-run determinism;
 // and the errors for bad input.
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/random.h"
+#include "base/error.h"
 #include "gpu_test_support.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cuda/adamw.h"
@@ -21,6 +17,10 @@
 #include "nn/optim/fused_adamw.h"
 #include "nn/optim/fused_sgd.h"
 #include "nn/optim/sgd.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -9,12 +9,12 @@
 // the error bound of two different summation orders:
 // |gpu - cpu| <= acc_rtol * sum|x| + out_rtol * |cpu| (acc_rtol from the
 // accumulation type, out_rtol one rounding of the output type).
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/ops/softmax.h"
 #include "gpu_test_support.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

@@ -18,14 +18,14 @@
 // one output rounding for bf16/f16; trunc_normal_: 1e-12 (1 + |cpu|) plus one
 // rounding of the output type (f32 included: the double values may straddle a
 // rounding boundary).
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/dropout.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/rope.h"
-#include "dtensor/random.h"
+#include "base/error.h"
 #include "gpu_test_support.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/dropout.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/rope.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

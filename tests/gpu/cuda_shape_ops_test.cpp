@@ -1,4 +1,4 @@
-// cat, stack and split (dtensor/ops/shape_ops.h) on CUDA tensors against the
+// cat, stack and split (tensor/ops/shape_ops.h) on CUDA tensors against the
 // CPU ops on the same inputs: every dtype, every dim, empty, one-element, odd and
 // large operands, non-contiguous operands; gradients through all three (cat's
 // narrowed gradient, stack's unsqueeze + cat, split's per-piece narrow views with
@@ -7,12 +7,12 @@
 // Tolerance: none. The forwards and backwards are copies (Tensor::copy_ on the
 // strided copy kernel) and zero fills, and the gradient of a value used once is
 // accumulated as 0 + g, so everything must match the CPU bit for bit.
-#include "dtensor/autograd/engine.h"
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/shape_ops.h"
-#include "dtensor/random.h"
 #include "gpu_test_support.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/shape_ops.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,12 +1,12 @@
 // CUDA tensors: host<->device copies (contiguous, strided, converting), fill and
 // arange on the device, all checked against values computed on the CPU; the
 // device's rounding to bf16 against Eigen's, bit for bit, over every class of float.
-#include "dtensor/allocator.h"
-#include "dtensor/cuda/cuda_allocator.h"
-#include "dtensor/cuda/cuda_runtime.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
 #include "gpu_test_support.h"
+#include "tensor/allocator.h"
+#include "tensor/cuda/cuda_allocator.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
 
 #include <catch2/catch.hpp>
 

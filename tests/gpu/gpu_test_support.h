@@ -12,12 +12,12 @@
 //   CHECK(relative_error(f(x.to(kGpu)), f(x)) <= 1e-2);
 #pragma once
 
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/random.h"
-#include "dtensor/tensor.h"
+#include "base/error.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_sm90.h"
+#include "tensor/factory.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
 
 #include <catch2/catch.hpp>
 

@@ -6,16 +6,16 @@
 // losses, same final full parameters, and each rank's CUDA memory holds its
 // 1/N of the parameters.
 #include "../mpi/mpi_test_util.h"
-#include "dtensor/allocator.h"
-#include "dtensor/cuda/cuda_runtime.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/dtensor_spec.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "nn/optim/adamw.h"
 #include "nn/simple_model.h"
+#include "tensor/allocator.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

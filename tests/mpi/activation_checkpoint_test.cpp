@@ -4,15 +4,15 @@
 // FSDP training without checkpointing (same losses, same parameters), and each
 // step issues exactly as many all-gathers: the recomputation in backward uses the
 // parameters FSDP's pre-backward already gathered.
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/random.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/checkpoint.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Distributed checkpoints (fsdp/checkpoint/) at world sizes 1-4: save and load at
+// Distributed checkpoints (checkpoint/) at world sizes 1-4: save and load at
 // the same size bit for bit, HSDP writing each shard once, resharding between
 // meshes, loading into a plain unsharded model, resuming training with
 // bit-identical losses, and the failure cases (corrupt, truncated or missing
@@ -10,16 +10,16 @@
 // at 1, 2, 3 and 4 ranks (mpi_checkpoint_reshard_np*). By hand:
 //   mpirun -np 4 tests/dtr_mpi_tests "[ckpt_reference]"
 //   mpirun -np 3 tests/dtr_mpi_tests "[ckpt_reshard]"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "fsdp/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "mpi_test_util.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/transformer.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
 
 #include "tiny_transformer.h"
 
@@ -29,7 +29,7 @@
 #include <fstream>
 
 using namespace dtr;
-namespace ckpt = dtr::fsdp::checkpoint;
+namespace ckpt = dtr::checkpoint;
 namespace fs = std::filesystem;
 using dtr::testing::bytes_of;
 using dtr::testing::values_of;

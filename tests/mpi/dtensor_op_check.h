@@ -5,10 +5,10 @@
 #pragma once
 
 #include "dtensor/dtensor.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
 #include "mesh/device_mesh.h"
 #include "mpi_test_util.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

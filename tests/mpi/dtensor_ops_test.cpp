@@ -4,11 +4,11 @@
 // tensors in this process; the placements the rules promise; the rule cache;
 // mixing meshes is a clear error.
 #include "dtensor/dtensor_ops.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/softmax.h"
 #include "dtensor/sharding/rule_cache.h"
 #include "dtensor_op_check.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/softmax.h"
 
 using namespace dtr;
 using namespace dtr::testing;
@@ -62,22 +62,22 @@ void check_binary(const DeviceMesh& mesh, const Shape& sa, const Shape& sb, cons
 TEST_CASE("dtensor ops: unary and scalar ops match the full tensor in values and gradients") {
   for (const auto& mesh : test_meshes()) {
     for (const Shape& shape : {Shape{7, 5}, Shape{2, 3}}) {
-      check_unary(mesh, shape, [](const DTensor& x) { return dist::relu(x); }, [](const Tensor& x) { return relu(x); });
-      check_unary(mesh, shape, [](const DTensor& x) { return dist::gelu(x); }, [](const Tensor& x) { return gelu(x); });
-      check_unary(mesh, shape, [](const DTensor& x) { return dist::neg(x); }, [](const Tensor& x) { return neg(x); });
-      check_unary(mesh, shape, [](const DTensor& x) { return dist::silu(x); }, [](const Tensor& x) { return silu(x); });
-      check_unary(mesh, shape, [](const DTensor& x) { return dist::exp(x); }, [](const Tensor& x) { return exp(x); });
-      check_unary(mesh, shape, [](const DTensor& x) { return dist::tanh(x); }, [](const Tensor& x) { return tanh(x); });
+      check_unary(mesh, shape, [](const DTensor& x) { return dtensor::relu(x); }, [](const Tensor& x) { return relu(x); });
+      check_unary(mesh, shape, [](const DTensor& x) { return dtensor::gelu(x); }, [](const Tensor& x) { return gelu(x); });
+      check_unary(mesh, shape, [](const DTensor& x) { return dtensor::neg(x); }, [](const Tensor& x) { return neg(x); });
+      check_unary(mesh, shape, [](const DTensor& x) { return dtensor::silu(x); }, [](const Tensor& x) { return silu(x); });
+      check_unary(mesh, shape, [](const DTensor& x) { return dtensor::exp(x); }, [](const Tensor& x) { return exp(x); });
+      check_unary(mesh, shape, [](const DTensor& x) { return dtensor::tanh(x); }, [](const Tensor& x) { return tanh(x); });
       check_unary(
-          mesh, shape, [](const DTensor& x) { return dist::sqrt(x); }, [](const Tensor& x) { return sqrt(x); }, true);
+          mesh, shape, [](const DTensor& x) { return dtensor::sqrt(x); }, [](const Tensor& x) { return sqrt(x); }, true);
       check_unary(
-          mesh, shape, [](const DTensor& x) { return dist::mul(x, 2.5); }, [](const Tensor& x) { return mul(x, 2.5); });
+          mesh, shape, [](const DTensor& x) { return dtensor::mul(x, 2.5); }, [](const Tensor& x) { return mul(x, 2.5); });
       check_unary(
-          mesh, shape, [](const DTensor& x) { return dist::add(x, 1.5); }, [](const Tensor& x) { return add(x, 1.5); });
+          mesh, shape, [](const DTensor& x) { return dtensor::add(x, 1.5); }, [](const Tensor& x) { return add(x, 1.5); });
       check_unary(
-          mesh, shape, [](const DTensor& x) { return dist::div(x, 4.0); }, [](const Tensor& x) { return div(x, 4.0); });
+          mesh, shape, [](const DTensor& x) { return dtensor::div(x, 4.0); }, [](const Tensor& x) { return div(x, 4.0); });
       check_unary(
-          mesh, shape, [](const DTensor& x) { return dist::pow(x, 2.0); }, [](const Tensor& x) { return pow(x, 2.0); });
+          mesh, shape, [](const DTensor& x) { return dtensor::pow(x, 2.0); }, [](const Tensor& x) { return pow(x, 2.0); });
     }
   }
 }
@@ -85,34 +85,34 @@ TEST_CASE("dtensor ops: unary and scalar ops match the full tensor in values and
 TEST_CASE("dtensor ops: linear ops keep Partial, non-linear ones reduce it first") {
   auto mesh = test_meshes()[0];
   DTensor x = distribute_tensor(random_full({4, 3}, 1), mesh, {Partial()});
-  REQUIRE(dist::neg(x).placements() == Placements{Partial()});
-  REQUIRE(dist::mul(x, 3.0).placements() == Placements{Partial()});
-  REQUIRE(dist::to(x, DType::f32).placements() == Placements{Partial()});
-  REQUIRE(dist::relu(x).placements() == Placements{Replicate()});
-  REQUIRE(dist::add(x, 1.0).placements() == Placements{Replicate()});
-  REQUIRE(dist::add(x, x).placements() == Placements{Partial()});
+  REQUIRE(dtensor::neg(x).placements() == Placements{Partial()});
+  REQUIRE(dtensor::mul(x, 3.0).placements() == Placements{Partial()});
+  REQUIRE(dtensor::to(x, DType::f32).placements() == Placements{Partial()});
+  REQUIRE(dtensor::relu(x).placements() == Placements{Replicate()});
+  REQUIRE(dtensor::add(x, 1.0).placements() == Placements{Replicate()});
+  REQUIRE(dtensor::add(x, x).placements() == Placements{Partial()});
   DTensor r = distribute_tensor(random_full({4, 3}, 2), mesh, {Replicate()});
-  REQUIRE(dist::mul(x, r).placements() == Placements{Partial()});
-  REQUIRE(dist::mul(r, x).placements() == Placements{Partial()});
-  REQUIRE(dist::add(x, r).placements() == Placements{Replicate()});
+  REQUIRE(dtensor::mul(x, r).placements() == Placements{Partial()});
+  REQUIRE(dtensor::mul(r, x).placements() == Placements{Partial()});
+  REQUIRE(dtensor::add(x, r).placements() == Placements{Replicate()});
 }
 
 TEST_CASE("dtensor ops: binary ops, same shape and broadcast, match the full tensor") {
   for (const auto& mesh : test_meshes()) {
-    auto add_d = [](const DTensor& a, const DTensor& b) { return dist::add(a, b); };
+    auto add_d = [](const DTensor& a, const DTensor& b) { return dtensor::add(a, b); };
     auto add_l = [](const Tensor& a, const Tensor& b) { return add(a, b); };
-    auto mul_d = [](const DTensor& a, const DTensor& b) { return dist::mul(a, b); };
+    auto mul_d = [](const DTensor& a, const DTensor& b) { return dtensor::mul(a, b); };
     auto mul_l = [](const Tensor& a, const Tensor& b) { return mul(a, b); };
     check_binary(mesh, {7, 5}, {7, 5}, add_d, add_l);
     check_binary(mesh, {7, 5}, {7, 5}, mul_d, mul_l);
     check_binary(
-        mesh, {7, 5}, {7, 5}, [](const DTensor& a, const DTensor& b) { return dist::sub(a, b); },
+        mesh, {7, 5}, {7, 5}, [](const DTensor& a, const DTensor& b) { return dtensor::sub(a, b); },
         [](const Tensor& a, const Tensor& b) { return sub(a, b); });
     check_binary(
-        mesh, {7, 5}, {7, 5}, [](const DTensor& a, const DTensor& b) { return dist::div(a, b); },
+        mesh, {7, 5}, {7, 5}, [](const DTensor& a, const DTensor& b) { return dtensor::div(a, b); },
         [](const Tensor& a, const Tensor& b) { return div(a, b); }, true);
     check_binary(
-        mesh, {7, 5}, {7, 5}, [](const DTensor& a, const DTensor& b) { return dist::maximum(a, b); },
+        mesh, {7, 5}, {7, 5}, [](const DTensor& a, const DTensor& b) { return dtensor::maximum(a, b); },
         [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
     check_binary(mesh, {7, 5}, {5}, add_d, add_l);     // a bias
     check_binary(mesh, {7, 5}, {7, 1}, mul_d, mul_l);  // a per-row scale
@@ -125,10 +125,10 @@ TEST_CASE("dtensor ops: a sharded operand shards the result and a Replicate bias
   auto mesh = test_meshes()[0];
   DTensor x = distribute_tensor(random_full({7, 5}, 1), mesh, {Shard(0)});
   DTensor b = distribute_tensor(random_full({5}, 2), mesh, {Replicate()});
-  REQUIRE(dist::add(x, b).placements() == Placements{Shard(0)});
+  REQUIRE(dtensor::add(x, b).placements() == Placements{Shard(0)});
   DTensor y = distribute_tensor(random_full({7, 5}, 3), mesh, {Shard(1)});
-  REQUIRE(dist::add(x, y).placements() == Placements{Shard(0)});
-  REQUIRE(dist::add(y, x).placements() == Placements{Shard(1)});
+  REQUIRE(dtensor::add(x, y).placements() == Placements{Shard(0)});
+  REQUIRE(dtensor::add(y, x).placements() == Placements{Shard(1)});
 }
 
 TEST_CASE("dtensor ops: cast keeps placements and matches Tensor::to") {
@@ -137,7 +137,7 @@ TEST_CASE("dtensor ops: cast keeps placements and matches Tensor::to") {
     for (const auto& p : placements_for(mesh, 2)) {
       INFO(to_string(p));
       DTensor out = check_op(
-          mesh, {{full, p}}, [](const auto& x) { return dist::to(x[0], DType::f32); },
+          mesh, {{full, p}}, [](const auto& x) { return dtensor::to(x[0], DType::f32); },
           [](const auto& x) { return x[0].to(DType::f32); }, 1e-6);
       REQUIRE(out.dtype() == DType::f32);
       REQUIRE(out.placements() == p);
@@ -148,7 +148,7 @@ TEST_CASE("dtensor ops: cast keeps placements and matches Tensor::to") {
 TEST_CASE("dtensor ops: matmul follows the matmul rules and matches the full tensor") {
   const auto mesh = test_meshes()[0];
   Tensor a = random_full({7, 6}, 31), b = random_full({6, 5}, 32);
-  auto mm_d = [](const auto& x) { return dist::matmul(x[0], x[1]); };
+  auto mm_d = [](const auto& x) { return dtensor::matmul(x[0], x[1]); };
   auto mm_l = [](const auto& x) { return matmul(x[0], x[1]); };
   REQUIRE(check_op(mesh, {{a, {Shard(0)}}, {b, {Replicate()}}}, mm_d, mm_l).placements() == Placements{Shard(0)});
   REQUIRE(check_op(mesh, {{a, {Replicate()}}, {b, {Shard(1)}}}, mm_d, mm_l).placements() == Placements{Shard(1)});
@@ -185,25 +185,25 @@ TEST_CASE("dtensor ops: linear with and without bias matches the full tensor") {
         INFO(to_string(px) << " weight " << to_string(pw));
         for (const auto& pb : placements_for(mesh, 1, false)) {
           check_op(
-              mesh, {{x, px}, {w, pw}, {bias, pb}}, [](const auto& t) { return dist::linear(t[0], t[1], t[2]); },
+              mesh, {{x, px}, {w, pw}, {bias, pb}}, [](const auto& t) { return dtensor::linear(t[0], t[1], t[2]); },
               [](const auto& t) { return linear(t[0], t[1], t[2]); });
         }
         check_op(
-            mesh, {{x, px}, {w, pw}}, [](const auto& t) { return dist::linear(t[0], t[1]); },
+            mesh, {{x, px}, {w, pw}}, [](const auto& t) { return dtensor::linear(t[0], t[1]); },
             [](const auto& t) { return linear(t[0], t[1]); });
       }
       for (const auto& px : placements_for(mesh, 3)) {
         check_op(
             mesh, {{x3, px}, {w, pw}, {bias, placements_for(mesh, 1, false)[0]}},
-            [](const auto& t) { return dist::linear(t[0], t[1], t[2]); },
+            [](const auto& t) { return dtensor::linear(t[0], t[1], t[2]); },
             [](const auto& t) { return linear(t[0], t[1], t[2]); });
       }
     }
   }
   const auto mesh = test_meshes()[0];
   DTensor dx = distribute_tensor(x, mesh, {Replicate()});
-  REQUIRE(dist::linear(dx, distribute_tensor(w, mesh, {Shard(0)})).placements() == Placements{Shard(1)});
-  REQUIRE(dist::linear(distribute_tensor(x, mesh, {Shard(1)}), distribute_tensor(w, mesh, {Shard(1)}),
+  REQUIRE(dtensor::linear(dx, distribute_tensor(w, mesh, {Shard(0)})).placements() == Placements{Shard(1)});
+  REQUIRE(dtensor::linear(distribute_tensor(x, mesh, {Shard(1)}), distribute_tensor(w, mesh, {Shard(1)}),
                        distribute_tensor(bias, mesh, {Replicate()}))
               .placements() == Placements{Partial()});
 }
@@ -217,25 +217,25 @@ TEST_CASE("dtensor ops: sum and mean over sharded and unsharded dims") {
         for (bool keepdim : {false, true}) {
           INFO(to_string(p) << " dims " << dims.size() << " keepdim " << keepdim);
           check_op(
-              mesh, {{x, p}}, [&](const auto& t) { return dist::sum(t[0], dims, keepdim); },
+              mesh, {{x, p}}, [&](const auto& t) { return dtensor::sum(t[0], dims, keepdim); },
               [&](const auto& t) { return sum(t[0], dims, keepdim); });
           check_op(
-              mesh, {{x, p}}, [&](const auto& t) { return dist::mean(t[0], dims, keepdim); },
+              mesh, {{x, p}}, [&](const auto& t) { return dtensor::mean(t[0], dims, keepdim); },
               [&](const auto& t) { return mean(t[0], dims, keepdim); });
         }
       }
     }
     for (const auto& p : placements_for(mesh, 3)) {
       check_op(
-          mesh, {{x3, p}}, [](const auto& t) { return dist::mean(t[0], {1}); },
+          mesh, {{x3, p}}, [](const auto& t) { return dtensor::mean(t[0], {1}); },
           [](const auto& t) { return mean(t[0], {1}); });
     }
   }
   const auto mesh = test_meshes()[0];
   DTensor s0 = distribute_tensor(x, mesh, {Shard(0)});
-  REQUIRE(dist::sum(s0, {0}).placements() == Placements{Partial()});
-  REQUIRE(dist::sum(s0, {1}).placements() == Placements{Shard(0)});
-  REQUIRE(dist::sum(distribute_tensor(x3, mesh, {Shard(2)}), {1}).placements() == Placements{Shard(1)});
+  REQUIRE(dtensor::sum(s0, {0}).placements() == Placements{Partial()});
+  REQUIRE(dtensor::sum(s0, {1}).placements() == Placements{Shard(0)});
+  REQUIRE(dtensor::sum(distribute_tensor(x3, mesh, {Shard(2)}), {1}).placements() == Placements{Shard(1)});
 }
 
 TEST_CASE("dtensor ops: softmax, log_softmax, layer_norm and rms_norm over an unsharded last dim") {
@@ -247,29 +247,29 @@ TEST_CASE("dtensor ops: softmax, log_softmax, layer_norm and rms_norm over an un
         INFO(shape_str(full.sizes()) << " " << to_string(p));
         for (int64_t dim : {int64_t{-1}, int64_t{0}}) {
           check_op(
-              mesh, {{full, p}}, [&](const auto& t) { return dist::softmax(t[0], dim); },
+              mesh, {{full, p}}, [&](const auto& t) { return dtensor::softmax(t[0], dim); },
               [&](const auto& t) { return softmax(t[0], dim); });
           check_op(
-              mesh, {{full, p}}, [&](const auto& t) { return dist::log_softmax(t[0], dim); },
+              mesh, {{full, p}}, [&](const auto& t) { return dtensor::log_softmax(t[0], dim); },
               [&](const auto& t) { return log_softmax(t[0], dim); });
         }
         for (const auto& pw : placements_for(mesh, 1, false)) {
           check_op(
-              mesh, {{full, p}, {w, pw}, {b, pw}}, [](const auto& t) { return dist::layer_norm(t[0], t[1], t[2]); },
+              mesh, {{full, p}, {w, pw}, {b, pw}}, [](const auto& t) { return dtensor::layer_norm(t[0], t[1], t[2]); },
               [](const auto& t) { return layer_norm(t[0], 6, t[1], t[2]); }, 1e-9);
           check_op(
-              mesh, {{full, p}, {w, pw}}, [](const auto& t) { return dist::rms_norm(t[0], t[1]); },
+              mesh, {{full, p}, {w, pw}}, [](const auto& t) { return dtensor::rms_norm(t[0], t[1]); },
               [](const auto& t) { return rms_norm(t[0], t[1]); }, 1e-9);
         }
         check_op(
-            mesh, {{full, p}}, [](const auto& t) { return dist::layer_norm(t[0]); },
+            mesh, {{full, p}}, [](const auto& t) { return dtensor::layer_norm(t[0]); },
             [](const auto& t) { return layer_norm(t[0], 6); }, 1e-9);
       }
     }
   }
   const auto mesh = test_meshes()[0];
-  REQUIRE(dist::layer_norm(distribute_tensor(x, mesh, {Shard(0)})).placements() == Placements{Shard(0)});
-  REQUIRE(dist::softmax(distribute_tensor(x, mesh, {Shard(1)})).placements() == Placements{Replicate()});
+  REQUIRE(dtensor::layer_norm(distribute_tensor(x, mesh, {Shard(0)})).placements() == Placements{Shard(0)});
+  REQUIRE(dtensor::softmax(distribute_tensor(x, mesh, {Shard(1)})).placements() == Placements{Replicate()});
 }
 
 TEST_CASE("dtensor ops: embedding with a row-sharded, column-sharded or replicated table") {
@@ -284,7 +284,7 @@ TEST_CASE("dtensor ops: embedding with a row-sharded, column-sharded or replicat
         for (const auto& pi : placements_for(mesh, 2, false)) {
           INFO("table " << shape_str(table_shape) << " " << to_string(pt) << " indices " << to_string(pi));
           check_op(
-              mesh, {{table, pt}, {indices, pi, false}}, [](const auto& t) { return dist::embedding(t[0], t[1]); },
+              mesh, {{table, pt}, {indices, pi, false}}, [](const auto& t) { return dtensor::embedding(t[0], t[1]); },
               [](const auto& t) { return embedding(t[0], t[1]); });
         }
       }
@@ -293,9 +293,9 @@ TEST_CASE("dtensor ops: embedding with a row-sharded, column-sharded or replicat
   auto mesh = test_meshes()[0];
   DTensor t = distribute_tensor(random_full({7, 4}, 1), mesh, {Shard(0)});
   DTensor idx = distribute_tensor(from_vector<int64_t>({0, 6, 3}, {3}), mesh, {Replicate()});
-  REQUIRE(dist::embedding(t, idx).placements() == Placements{Partial()});
+  REQUIRE(dtensor::embedding(t, idx).placements() == Placements{Partial()});
   DTensor bad = distribute_tensor(from_vector<int64_t>({0, 7, 3}, {3}), mesh, {Replicate()});
-  REQUIRE_THROWS_WITH(dist::embedding(t, bad), Catch::Contains("indices must be in [0, 7)"));
+  REQUIRE_THROWS_WITH(dtensor::embedding(t, bad), Catch::Contains("indices must be in [0, 7)"));
 }
 
 TEST_CASE("dtensor ops: reshape keeps a shard whose dim survives and replicates otherwise") {
@@ -305,16 +305,16 @@ TEST_CASE("dtensor ops: reshape keeps a shard whose dim survives and replicates 
       for (const Shape& shape : {Shape{6, 20}, Shape{6, 2, 2, 5}, Shape{24, 5}, Shape{-1}, Shape{3, 2, 20}}) {
         INFO(to_string(p) << " -> " << shape_str(shape));
         check_op(
-            mesh, {{x, p}}, [&](const auto& t) { return dist::reshape(t[0], shape); },
+            mesh, {{x, p}}, [&](const auto& t) { return dtensor::reshape(t[0], shape); },
             [&](const auto& t) { return t[0].reshape(shape); });
       }
     }
   }
   auto mesh = test_meshes()[0];
-  REQUIRE(dist::view(distribute_tensor(x, mesh, {Shard(0)}), {6, 20}).placements() == Placements{Shard(0)});
-  REQUIRE(dist::view(distribute_tensor(x, mesh, {Shard(2)}), {24, 5}).placements() == Placements{Shard(1)});
-  REQUIRE(dist::view(distribute_tensor(x, mesh, {Shard(1)}), {6, 20}).placements() == Placements{Replicate()});
-  REQUIRE(dist::view(distribute_tensor(x, mesh, {Partial()}), {6, 20}).placements() == Placements{Partial()});
+  REQUIRE(dtensor::view(distribute_tensor(x, mesh, {Shard(0)}), {6, 20}).placements() == Placements{Shard(0)});
+  REQUIRE(dtensor::view(distribute_tensor(x, mesh, {Shard(2)}), {24, 5}).placements() == Placements{Shard(1)});
+  REQUIRE(dtensor::view(distribute_tensor(x, mesh, {Shard(1)}), {6, 20}).placements() == Placements{Replicate()});
+  REQUIRE(dtensor::view(distribute_tensor(x, mesh, {Partial()}), {6, 20}).placements() == Placements{Partial()});
 }
 
 TEST_CASE("dtensor ops: a chain of ops (linear, gelu, linear, mean) gives the single-process gradients") {
@@ -323,11 +323,11 @@ TEST_CASE("dtensor ops: a chain of ops (linear, gelu, linear, mean) gives the si
   auto mesh = test_meshes()[0];
   check_op(
       mesh, {{x, {Shard(0)}}, {w1, {Shard(0)}}, {b1, {Shard(0)}}, {w2, {Shard(1)}}},
-      [](const auto& t) { return dist::mean(dist::gelu(dist::linear(dist::gelu(dist::linear(t[0], t[1], t[2])), t[3])), {1}); },
+      [](const auto& t) { return dtensor::mean(dtensor::gelu(dtensor::linear(dtensor::gelu(dtensor::linear(t[0], t[1], t[2])), t[3])), {1}); },
       [](const auto& t) { return mean(gelu(linear(gelu(linear(t[0], t[1], t[2])), t[3])), {1}); });
   check_op(
       mesh, {{x, {Replicate()}}, {w1, {Shard(0)}}, {b1, {Shard(0)}}, {w2, {Shard(1)}}},
-      [](const auto& t) { return dist::sum(dist::linear(dist::relu(dist::linear(t[0], t[1], t[2])), t[3])); },
+      [](const auto& t) { return dtensor::sum(dtensor::linear(dtensor::relu(dtensor::linear(t[0], t[1], t[2])), t[3])); },
       [](const auto& t) { return sum(linear(relu(linear(t[0], t[1], t[2])), t[3])); });
 }
 
@@ -335,17 +335,17 @@ TEST_CASE("dtensor ops: the propagation decision is cached per op and input spec
   auto mesh = test_meshes()[0];
   DTensor a = distribute_tensor(random_full({4, 3}, 1), mesh, {Shard(0)});
   DTensor b = distribute_tensor(random_full({4, 3}, 2), mesh, {Replicate()});
-  dist::clear_rule_cache();
-  dist::add(a, b);
-  REQUIRE(dist::rule_cache_stats().misses == 1);
-  REQUIRE(dist::rule_cache_stats().hits == 0);
-  dist::add(a, b);
-  REQUIRE(dist::rule_cache_stats().misses == 1);
-  REQUIRE(dist::rule_cache_stats().hits == 1);
-  dist::add(b, a);  // other input specs
-  dist::mul(a, b);  // other op
-  REQUIRE(dist::rule_cache_stats().misses == 3);
-  REQUIRE(dist::rule_cache_stats().entries == 3);
+  dtensor::clear_rule_cache();
+  dtensor::add(a, b);
+  REQUIRE(dtensor::rule_cache_stats().misses == 1);
+  REQUIRE(dtensor::rule_cache_stats().hits == 0);
+  dtensor::add(a, b);
+  REQUIRE(dtensor::rule_cache_stats().misses == 1);
+  REQUIRE(dtensor::rule_cache_stats().hits == 1);
+  dtensor::add(b, a);  // other input specs
+  dtensor::mul(a, b);  // other op
+  REQUIRE(dtensor::rule_cache_stats().misses == 3);
+  REQUIRE(dtensor::rule_cache_stats().entries == 3);
 }
 
 TEST_CASE("dtensor ops: DTensors on different meshes are a clear error") {
@@ -354,9 +354,9 @@ TEST_CASE("dtensor ops: DTensors on different meshes are a clear error") {
   auto m2 = init_device_mesh(DeviceType::cpu, {n}, {"b"});
   DTensor a = distribute_tensor(random_full({4, 3}, 1), m1, {Replicate()});
   DTensor b = distribute_tensor(random_full({4, 3}, 2), m2, {Replicate()});
-  REQUIRE_THROWS_WITH(dist::add(a, b), Catch::Contains("same mesh") && Catch::Contains("a=") &&
+  REQUIRE_THROWS_WITH(dtensor::add(a, b), Catch::Contains("same mesh") && Catch::Contains("a=") &&
                                            Catch::Contains("b="));
   DTensor w = distribute_tensor(random_full({5, 3}, 3), m2, {Replicate()});
-  REQUIRE_THROWS_WITH(dist::linear(a, w), Catch::Contains("dist::linear") && Catch::Contains("same mesh"));
-  REQUIRE_THROWS_WITH(dist::add(a, DTensor()), Catch::Contains("undefined"));
+  REQUIRE_THROWS_WITH(dtensor::linear(a, w), Catch::Contains("dtensor::linear") && Catch::Contains("same mesh"));
+  REQUIRE_THROWS_WITH(dtensor::add(a, DTensor()), Catch::Contains("undefined"));
 }

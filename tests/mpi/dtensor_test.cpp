@@ -2,12 +2,12 @@
 // and its gradient against the same computation on the full tensor in this
 // process; random fills against the unsharded fill; uneven and empty shards.
 #include "dtensor/dtensor.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
 #include "dtensor/redistribute.h"
 #include "mesh/debug_collectives.h"
 #include "mesh/device_mesh.h"
 #include "mpi_test_util.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 
@@ -87,7 +87,7 @@ void check_all_transitions(const DeviceMesh& mesh, const Shape& shape) {
       sum(mul(y_full, weight)).backward();
       DTensor g = x.grad();
       REQUIRE(g.defined());
-      REQUIRE(g.placements() == dist::gradient_placements(from));
+      REQUIRE(g.placements() == dtensor::gradient_placements(from));
       require_close(g.full_tensor(), weight);
     }
   }

@@ -2,9 +2,6 @@
 // training, mixed precision (bf16 tracking the f32 loss curve, all-gather bytes
 // halved, reduce dtype against an f64 reference, per-module policies, the f16
 // overflow guard). References run in the same process without FSDP.
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/device_mesh.h"
 #include "mesh/distributed.h"
@@ -12,6 +9,9 @@
 #include "nn/linear.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

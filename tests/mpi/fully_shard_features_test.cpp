@@ -2,10 +2,6 @@
 // empty shards, grad clipping across ranks, sharded state dicts, unused modules,
 // the gradient divide factor, memory, and the API's error cases. References are
 // computed in the same process without FSDP.
-#include "dtensor/allocator.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/state_dict.h"
 #include "mesh/distributed.h"
@@ -17,6 +13,10 @@
 #include "nn/optim/sgd.h"
 #include "nn/simple_model.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,6 @@
 // the global batch, against single-process training on the whole batch (the
 // reference runs in the same process, without FSDP): same losses, same final
 // full parameters. Also the memory promise and the API's error cases.
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "mpi_test_util.h"
@@ -12,6 +9,9 @@
 #include "nn/optim/clip_grad.h"
 #include "nn/simple_model.h"
 #include "nn/transformer.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

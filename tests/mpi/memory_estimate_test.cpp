@@ -5,18 +5,21 @@
 // parameters, gradients, optimizer state (current after a step),
 // the peak of unsharded parameters (param-tag peak above the shards) and the
 // activation peak (forward + backward under MemoryTagGuard(activation)).
-#include "dtensor/allocator.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/nn.h"
 #include "fsdp/memory_estimate.h"
 #include "fsdp/sharding_strategy.h"
 #include "fsdp/wrap_policy.h"
 #include "mesh/distributed.h"
-#include "nn/checkpoint.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "nn/transformer_memory.h"
+#include "tensor/allocator.h"
+#include "tensor/factory.h"
+#include "tensor/ops/nn.h"
 
 #include <catch2/catch.hpp>
+
+#include <functional>
 
 using namespace dtr;
 
@@ -129,7 +132,12 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
     }
   }
   for (const Case& c : cases) {
-    const fsdp::MemoryEstimate e = fsdp::estimate_memory(c.config, n, c.options);
+    nn::TransformerConfig meta = c.config;
+    meta.device = Device::meta();
+    nn::Transformer meta_model(meta);
+    const fsdp::MemoryEstimate e =
+        fsdp::estimate_memory(meta_model, fsdp::module_type_policy<nn::TransformerBlock>(), n, c.options,
+                              std::bind_front(nn::estimate_activation_bytes, c.config));
     const Measured m = measure(c.config, c.options);
     const std::string label = fmt::format("{} {}{}{}", c.name, e.strategy, c.options.param_dtype ? " bf16" : "",
                                           c.options.activation_checkpointing ? " ckpt" : "");

@@ -2,9 +2,9 @@
 // values read back as doubles or as raw bytes.
 #pragma once
 
-#include "dtensor/factory.h"
-#include "dtensor/tensor.h"
 #include "mesh/distributed.h"
+#include "tensor/factory.h"
+#include "tensor/tensor.h"
 
 #include <cstdint>
 #include <cstring>

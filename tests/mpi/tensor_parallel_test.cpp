@@ -2,7 +2,6 @@
 // Linear is ColwiseParallel and second RowwiseParallel gives the single-process
 // outputs, input gradients and parameter gradients (hidden sizes that split
 // unevenly, and with fewer features than ranks); other layouts; bad plans.
-#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/redistribute.h"
 #include "dtensor_op_check.h"
 #include "nn/activation.h"
@@ -10,6 +9,7 @@
 #include "nn/linear.h"
 #include "nn/tensor_parallel/parallelize_module.h"
 #include "nn/transformer.h"
+#include "tensor/autograd/grad_mode.h"
 
 using namespace dtr;
 using namespace dtr::testing;

@@ -2,13 +2,13 @@
 // with a type policy makes exactly the groups, placements and training of the
 // manual bottom-up calls; the size policy picks the modules its sizes imply
 // (computed here from the Transformer's shapes); combinations select as expected.
-#include "dtensor/ops/nn.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/wrap_policy.h"
 #include "mesh/distributed.h"
 #include "mpi_test_util.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/ops/nn.h"
 
 #include <catch2/catch.hpp>
 

@@ -5,11 +5,11 @@
 //                                     written, just before the commit
 //   checkpoint_kill_probe check DIR   loads DIR into a fresh model: it must be A
 // (tests/mpi_faults/checkpoint_kill.sh runs both and checks the exit statuses).
-#include "dtensor/random.h"
-#include "fsdp/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "nn/simple_model.h"
+#include "tensor/random.h"
 
 #include <csignal>
 #include <cstdio>
@@ -25,8 +25,8 @@ std::shared_ptr<dtr::nn::SimpleModel> sharded_model(uint64_t seed) {
   return model;
 }
 
-dtr::fsdp::checkpoint::CheckpointState state_of(dtr::nn::Module& model) {
-  dtr::fsdp::checkpoint::CheckpointState state;
+dtr::checkpoint::CheckpointState state_of(dtr::nn::Module& model) {
+  dtr::checkpoint::CheckpointState state;
   state.add_model(model);
   return state;
 }
@@ -34,7 +34,7 @@ dtr::fsdp::checkpoint::CheckpointState state_of(dtr::nn::Module& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  namespace ckpt = dtr::fsdp::checkpoint;
+  namespace ckpt = dtr::checkpoint;
   const std::string mode = argc > 2 ? argv[1] : "";
   if (mode != "save" && mode != "check") {
     std::fprintf(stderr, "usage: checkpoint_kill_probe save|check DIR\n");

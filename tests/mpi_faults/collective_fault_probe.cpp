@@ -7,8 +7,8 @@
 // A hung rank is caught by the watchdog on the others; a dead rank is caught by
 // mpirun itself (it ends the job when a rank exits without MPI_Finalize) or by the
 // watchdog, whichever comes first. Either way the job ends instead of hanging.
-#include "dtensor/factory.h"
 #include "mesh/distributed.h"
+#include "tensor/factory.h"
 
 #include <chrono>
 #include <cstdio>

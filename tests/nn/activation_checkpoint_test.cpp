@@ -1,20 +1,20 @@
-// Activation checkpointing (nn/checkpoint.h): gradients equal bit for bit with and
+// Activation checkpointing (nn/activation_checkpoint.h): gradients equal bit for bit with and
 // without it (dropout masks replayed), parameter names unchanged, parameters of a
 // module whose input needs no grad still get gradients, the re-entrant backward,
 // and the activation memory it saves on a 4-block transformer.
-#include "dtensor/allocator.h"
-#include "dtensor/autograd/engine.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/random.h"
-#include "nn/checkpoint.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/container.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,13 +3,13 @@
 // skipped parameter, on f32 and f64 parameters of mixed sizes (empty, odd, larger
 // than one thread's share); identical results on 1 and 2 threads; state_dicts
 // moving both ways between AdamW and FusedAdamW; strided grads; input errors.
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/random.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/fused_adamw.h"
 #include "optimizer_parity.h"
+#include "tensor/factory.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,12 +4,12 @@
 // f32 and f64 parameters of mixed sizes (empty, odd, larger than one thread's share);
 // identical results on 1 and 2 threads; state_dicts moving both ways between SGD and
 // FusedSGD; strided grads; input errors.
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/random.h"
+#include "base/error.h"
 #include "nn/optim/fused_sgd.h"
 #include "nn/optim/sgd.h"
 #include "optimizer_parity.h"
+#include "tensor/factory.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

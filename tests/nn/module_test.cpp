@@ -1,17 +1,17 @@
 // nn::Module: naming, slots, state dicts, hooks, devices and meta-device
 // initialisation; and a small model that learns (with a hand-written SGD step).
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/allocator.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/random.h"
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/linear.h"
 #include "nn/simple_model.h"
+#include "tensor/allocator.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,14 +2,14 @@
 // plain double loops: three steps on small f32 and f64 parameters with fixed
 // gradients; zero_grad, skipped parameters, state_dict round trips, optimizer
 // state memory accounting and input errors.
-#include "dtensor/allocator.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/error.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
+#include "base/error.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/sgd.h"
+#include "tensor/allocator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
 
 #include <catch2/catch.hpp>
 

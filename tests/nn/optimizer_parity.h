@@ -3,10 +3,10 @@
 // bit-for-bit comparison of two optimizers' parameters and states.
 #pragma once
 
-#include "dtensor/factory.h"
-#include "dtensor/random.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/optimizer.h"
+#include "tensor/factory.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,13 +1,13 @@
 // The transformer models: the GPT-2 124M shape's parameter count against the
 // published figure, causality, and gradients against finite differences.
-#include "dtensor/allocator.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/random.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
+#include "tensor/allocator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/nn.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/random.h"
 
 #include <catch2/catch.hpp>
 

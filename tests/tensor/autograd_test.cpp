@@ -1,13 +1,13 @@
 // The autograd engine and its hooks, through view ops (whose backward needs no
 // saved tensors) and a small custom node. Expected gradients are worked out by
 // hand from index arithmetic.
-#include "dtensor/autograd/autograd_meta.h"
-#include "dtensor/autograd/engine.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/reduce.h"
+#include "tensor/autograd/autograd_meta.h"
+#include "tensor/autograd/engine.h"
+#include "tensor/autograd/function.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // DType names and sizes; bf16 and f16 conversions against hand-computed bit patterns.
-#include "dtensor/dtype.h"
+#include "tensor/dtype.h"
 
 #include <catch2/catch.hpp>
 

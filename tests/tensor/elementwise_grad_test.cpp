@@ -4,11 +4,11 @@
 // minimum ties, pow at 0) against hand-computed values; a small chain against
 // gradients written out by hand; dtypes of gradients; what records no graph; and
 // the lifetime of saved tensors.
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/autograd/node.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/random.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/node.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

@@ -5,15 +5,15 @@
 // derived by hand; argmax never requiring grad; saved tensors freed by backward.
 // Only ops that are differentiable here are used on the graph: views, the matmul
 // family, reductions and softmax.
-#include "dtensor/allocator.h"
-#include "dtensor/autograd/grad_mode.h"
-#include "dtensor/autograd/node.h"
-#include "dtensor/factory.h"
-#include "dtensor/ops/elementwise.h"
-#include "dtensor/ops/matmul.h"
-#include "dtensor/ops/reduce.h"
-#include "dtensor/ops/softmax.h"
-#include "dtensor/random.h"
+#include "tensor/allocator.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/node.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/softmax.h"
+#include "tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

@@ -1,13 +1,13 @@
 // Allocator statistics are exact; meta tensors allocate nothing.
-#include "dtensor/allocator.h"
-#include "dtensor/factory.h"
+#include "tensor/allocator.h"
+#include "tensor/factory.h"
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 
 #ifdef DTR_WITH_CUDA
-#include "dtensor/cuda/cuda_runtime.h"
+#include "tensor/cuda/cuda_runtime.h"
 #endif
 
 using namespace dtr;
@@ -147,7 +147,7 @@ TEST_CASE("pin_memory without a GPU, or of a non-CPU tensor, is a clear error", 
   CHECK_THROWS_WITH(empty({2}, {.device = Device::meta(), .pin_memory = true}),
                     Catch::Contains("pin_memory applies to host memory: expected device cpu, found meta"));
 #ifdef DTR_WITH_CUDA
-  if (cuda::device_count() > 0) return;  // pinned memory itself: tests/gpu/test_cuda_pinned.cpp
+  if (cuda::device_count() > 0) return;  // pinned memory itself: tests/gpu/cuda_pinned_test.cpp
   const char* why = "pinned host memory needs a GPU: expected at least one CUDA device, found none";
 #else
   const char* why = "pinned host memory needs the CUDA backend, which this build of dtr lacks";

@@ -1,11 +1,11 @@
-// embedding (dtensor/ops/nn.h): gathered rows by hand, any index shape,
+// embedding (tensor/ops/nn.h): gathered rows by hand, any index shape,
 // non-contiguous tables, gradcheck of the table, a scatter-add backward with
 // repeated indices that is bitwise the same for 1 and 2 threads and matches a
 // double loop, meta inputs, and error messages.
-#include "dtensor/factory.h"
-#include "dtensor/ops/nn.h"
-#include "dtensor/random.h"
 #include "kernels/cpu/parallel.h"
+#include "tensor/factory.h"
+#include "tensor/ops/nn.h"
+#include "tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

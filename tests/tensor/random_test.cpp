@@ -1,13 +1,13 @@
-// dtensor/random.h: slice invariance (a box of the logical tensor gets exactly the
+// tensor/random.h: slice invariance (a box of the logical tensor gets exactly the
 // whole fill's values there), strided destinations, the generator's offset and state,
 // meta fills, thread-count independence, distribution moments against analytic
 // values, and every error message.
-#include "dtensor/random.h"
+#include "tensor/random.h"
 
-#include "dtensor/allocator.h"
-#include "dtensor/factory.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/philox.h"
+#include "tensor/allocator.h"
+#include "tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

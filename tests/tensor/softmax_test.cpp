@@ -1,9 +1,9 @@
-// softmax / log_softmax on Tensors (dtensor/ops/softmax.h) against plain
+// softmax / log_softmax on Tensors (tensor/ops/softmax.h) against plain
 // double loops: huge inputs without overflow, each dim of a 3-D tensor,
 // non-contiguous inputs, bf16/f64, long rows split across threads, 0-d and
 // meta inputs, and error messages.
-#include "dtensor/factory.h"
-#include "dtensor/ops/softmax.h"
+#include "tensor/factory.h"
+#include "tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

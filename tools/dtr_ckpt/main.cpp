@@ -1,4 +1,4 @@
-// dtr-ckpt: offline tool for dtr distributed checkpoints (fsdp/checkpoint/),
+// dtr-ckpt: offline tool for dtr distributed checkpoints (checkpoint/),
 // one process, no mpirun.
 //
 //   dtr-ckpt info DIR                        tensors, shapes, dtypes, chunks, sizes, world size
@@ -9,12 +9,12 @@
 //                                            one tensor at a time (memory: the largest tensor)
 //
 // Exit status: 0 on success, 1 when verify finds a problem or any command fails.
-#include "dtensor/factory.h"
-#include "fsdp/checkpoint/checksum.h"
-#include "fsdp/checkpoint/file_io.h"
-#include "fsdp/checkpoint/metadata.h"
-#include "fsdp/checkpoint/reader.h"
-#include "fsdp/checkpoint/safetensors.h"
+#include "checkpoint/checksum.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/safetensors.h"
+#include "tensor/factory.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -27,7 +27,7 @@
 #include <map>
 #include <vector>
 
-namespace ckpt = dtr::fsdp::checkpoint;
+namespace ckpt = dtr::checkpoint;
 namespace fs = std::filesystem;
 
 namespace {
