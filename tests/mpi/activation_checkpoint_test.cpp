@@ -14,6 +14,8 @@
 #include "tensor/ops/nn.h"
 #include "tensor/random.h"
 
+#include "tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 
 using namespace dtr;
@@ -35,18 +37,6 @@ std::shared_ptr<nn::Transformer> make_model(DType dtype) {
   c.dropout = 0.2;  // the recomputation must replay the masks
   manual_seed(17);
   return std::make_shared<nn::Transformer>(c);
-}
-
-std::pair<Tensor, Tensor> batch(int step, int64_t begin, int64_t end) {
-  std::vector<int64_t> tokens, targets;
-  for (int64_t b = begin; b < end; ++b) {
-    for (int64_t t = 0; t < kSeq; ++t) {
-      int64_t v = (b * 5 + t * 3 + step * 7 + (b * t) % 3) % 32;
-      tokens.push_back(v);
-      targets.push_back((v * 5 + 2) % 32);
-    }
-  }
-  return {from_vector(tokens, {end - begin, kSeq}), from_vector(targets, {end - begin, kSeq})};
 }
 
 struct Trained {
@@ -79,7 +69,7 @@ Trained train(nn::Transformer& model, bool checkpoint, int steps, bool shard_inn
   for (int step = 0; step < steps; ++step) {
     manual_seed(1000 + static_cast<uint64_t>(step));
     const int64_t gathers_before = group->stats().calls_of(mesh::CollectiveKind::all_gather);
-    auto [tokens, targets] = batch(step, me * local, (me + 1) * local);
+    auto [tokens, targets] = testing::token_batch(step, me * local, (me + 1) * local, kSeq);
     Tensor logits = model(tokens);
     Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
     loss.backward();

@@ -165,8 +165,8 @@ TEST_CASE("checkpoint save and load at the same world size restore model, optimi
   REQUIRE(result.bytes_read == local_bytes_total);
 }
 
-TEST_CASE("checkpoint on a 2x2 HSDP mesh writes each shard once and reshards to a 1-D mesh and back") {
-  if (distributed::world_size() != 4) return;
+TEST_CASE("checkpoint on a 2x2 HSDP mesh writes each shard once and reshards to a 1-D mesh and back", "[.np4]") {
+  testing::require_four_ranks();
   const fs::path dir = test_dir("hsdp");
   auto model = make_sharded(3, hsdp_mesh());
   auto opt = make_optimizer(*model);
@@ -226,18 +226,6 @@ TEST_CASE("checkpoint of a sharded model loads into a plain unsharded model on e
 
 namespace {
 
-std::pair<Tensor, Tensor> batch(int step, int64_t begin, int64_t end) {
-  std::vector<int64_t> tokens, targets;
-  for (int64_t b = begin; b < end; ++b) {
-    for (int64_t t = 0; t < kSeq; ++t) {
-      int64_t v = (b * 7 + t * 3 + step * 5 + (b * t) % 5) % 32;
-      tokens.push_back(v);
-      targets.push_back((v * 3 + 1) % 32);
-    }
-  }
-  return {from_vector(tokens, {end - begin, kSeq}), from_vector(targets, {end - begin, kSeq})};
-}
-
 // Steps [from, to) of FSDP training; the loss of each (averaged over ranks).
 std::vector<double> train_steps(nn::Module& model, nn::optim::Optimizer& opt, int from, int to) {
   const int n = distributed::world_size(), me = distributed::rank();
@@ -246,7 +234,7 @@ std::vector<double> train_steps(nn::Module& model, nn::optim::Optimizer& opt, in
   std::vector<double> losses;
   for (int step = from; step < to; ++step) {
     nn::optim::apply_lr_schedule(opt, schedule, step);
-    auto [tokens, targets] = batch(step, me * local, (me + 1) * local);
+    auto [tokens, targets] = testing::token_batch(step, me * local, (me + 1) * local, kSeq);
     Tensor logits = model(tokens);
     Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
     loss.backward();

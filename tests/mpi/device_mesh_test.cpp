@@ -41,8 +41,8 @@ TEST_CASE("a (1, N) mesh has a group of one rank and a group of N") {
   REQUIRE(group_sum(mesh.group("replicate"), me) == me);
 }
 
-TEST_CASE("a 2x2 mesh at 4 ranks: row-major coordinates, per-dim groups, sub-meshes, flatten") {
-  if (distributed::world_size() != 4) return;
+TEST_CASE("a 2x2 mesh at 4 ranks: row-major coordinates, per-dim groups, sub-meshes, flatten", "[.np4]") {
+  testing::require_four_ranks();
   const int me = distributed::rank();
   auto mesh = init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"});
   REQUIRE(mesh.coordinate() == std::vector<int64_t>{me / 2, me % 2});
@@ -74,8 +74,8 @@ TEST_CASE("a 2x2 mesh at 4 ranks: row-major coordinates, per-dim groups, sub-mes
   REQUIRE(flat_shard.group(0)->global_ranks() == shard_ranks);
 }
 
-TEST_CASE("a 3-D (2, 1, 2) mesh at 4 ranks: flattening two outer dims groups ranks that share the middle") {
-  if (distributed::world_size() != 4) return;
+TEST_CASE("a 3-D (2, 1, 2) mesh at 4 ranks: flattening two outer dims groups ranks that share the middle", "[.np4]") {
+  testing::require_four_ranks();
   const int me = distributed::rank();
   auto mesh = init_device_mesh(DeviceType::cpu, {2, 1, 2}, {"a", "b", "c"});
   REQUIRE(mesh.coordinate() == std::vector<int64_t>{me / 2, 0, me % 2});

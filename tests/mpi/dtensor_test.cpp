@@ -102,8 +102,8 @@ TEST_CASE("every placement transition on a 1-D mesh gives the full tensor's valu
   check_all_transitions(mesh, {2, 3});  // empty shards at 3 and 4 ranks
 }
 
-TEST_CASE("every placement transition on a 2x2 mesh at 4 ranks") {
-  if (distributed::world_size() != 4) return;
+TEST_CASE("every placement transition on a 2x2 mesh at 4 ranks", "[.np4]") {
+  testing::require_four_ranks();
   auto mesh = init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"});
   check_all_transitions(mesh, {8, 4});
   check_all_transitions(mesh, {7, 3});

@@ -13,6 +13,8 @@
 #include "tensor/ops/nn.h"
 #include "tensor/ops/reduce.h"
 
+#include "tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -40,18 +42,6 @@ std::shared_ptr<nn::Transformer> make(DType dtype = DType::f32) {
   return std::make_shared<nn::Transformer>(config(dtype));
 }
 
-std::pair<Tensor, Tensor> batch(int step, int64_t begin, int64_t end) {
-  std::vector<int64_t> tokens, targets;
-  for (int64_t b = begin; b < end; ++b) {
-    for (int64_t t = 0; t < kSeq; ++t) {
-      int64_t v = (b * 11 + t * 5 + step * 3 + (b * t) % 7) % 32;
-      tokens.push_back(v);
-      targets.push_back((v * 5 + 3) % 32);
-    }
-  }
-  return {from_vector(tokens, {end - begin, kSeq}), from_vector(targets, {end - begin, kSeq})};
-}
-
 Tensor lm_loss(nn::Module& model, const Tensor& tokens, const Tensor& targets) {
   Tensor logits = model(tokens);
   if (is_half(logits.dtype())) logits = logits.to(DType::f32);
@@ -70,7 +60,7 @@ std::vector<double> train(nn::Module& model, bool sharded, int steps, int micro_
     double step_loss = 0;
     for (int k = 0; k < micro_batches; ++k) {
       if (before_micro) before_micro(k, k == micro_batches - 1);
-      auto [tokens, targets] = batch(step, me * local + k * micro, me * local + (k + 1) * micro);
+      auto [tokens, targets] = testing::token_batch(step, me * local + k * micro, me * local + (k + 1) * micro, kSeq);
       Tensor loss = mul(lm_loss(model, tokens, targets), Scalar(1.0 / micro_batches));
       loss.backward();
       step_loss += loss.item();
@@ -112,8 +102,8 @@ void require_same_parameters(nn::Module& sharded, nn::Module& reference, double 
 
 }  // namespace
 
-TEST_CASE("HSDP on a 2x2 mesh trains like one process (and so like FSDP on 4 ranks)") {
-  if (distributed::world_size() != 4) return;
+TEST_CASE("HSDP on a 2x2 mesh trains like one process (and so like FSDP on 4 ranks)", "[.np4]") {
+  testing::require_four_ranks();
   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"});
   auto reference = make(DType::f64);
   auto model = make(DType::f64);
@@ -127,8 +117,8 @@ TEST_CASE("HSDP on a 2x2 mesh trains like one process (and so like FSDP on 4 ran
   REQUIRE(p.dtensor_spec()->placements == Placements{Replicate(), Shard(0)});
 }
 
-TEST_CASE("HSDP with set_requires_all_reduce false on the first micro-batch matches one process") {
-  if (distributed::world_size() != 4) return;
+TEST_CASE("HSDP with set_requires_all_reduce false on the first micro-batch matches one process", "[.np4]") {
+  testing::require_four_ranks();
   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"});
   auto reference = make(DType::f64);
   auto model = make(DType::f64);
@@ -175,7 +165,7 @@ TEST_CASE("bf16 mixed precision halves the bytes all-gathered") {
 TEST_CASE("reducing f32 gradients in bf16 loses accuracy against f64 that reducing them in f32 does not") {
   auto reference = make();
   reference->to(DType::f64);  // the f32 model's values, computed in f64
-  auto [tokens, targets] = batch(0, 0, kGlobalBatch);
+  auto [tokens, targets] = testing::token_batch(0, 0, kGlobalBatch, kSeq);
   lm_loss(*reference, tokens, targets).backward();
   auto gradient_error = [&](DType reduce_dtype) {
     auto model = make();

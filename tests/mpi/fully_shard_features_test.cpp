@@ -18,6 +18,8 @@
 #include "tensor/ops/nn.h"
 #include "tensor/ops/reduce.h"
 
+#include "tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -26,17 +28,6 @@ using namespace dtr;
 using dtr::testing::values_of;
 
 namespace {
-
-nn::TransformerConfig tiny(Device device = Device::cpu()) {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.dim = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 16;
-  c.device = device;
-  return c;
-}
 
 void shard_transformer(nn::Transformer& model) {
   for (auto& layer : model.layers()) fsdp::fully_shard(*layer);
@@ -62,11 +53,11 @@ std::pair<int64_t, int64_t> my_rows(int64_t global) {
 }  // namespace
 
 TEST_CASE("meta-device init: each rank fills its shard with exactly the unsharded init values") {
-  auto reference = std::make_shared<nn::Transformer>(tiny());
+  auto reference = std::make_shared<nn::Transformer>(testing::tiny_config());
   manual_seed(11);
   reference->reset_parameters();
 
-  auto model = std::make_shared<nn::Transformer>(tiny(Device::meta()));
+  auto model = std::make_shared<nn::Transformer>(testing::tiny_config(DType::f32, Device::meta()));
   shard_transformer(*model);
   model->to_empty(Device::cpu());
   manual_seed(11);
@@ -161,10 +152,10 @@ TEST_CASE("offload_policy on a CPU model is a no-op, pinned or not: same trainin
 }
 
 TEST_CASE("clip_grad_norm_ on sharded gradients returns the global norm and clips like one process") {
-  auto reference = std::make_shared<nn::Transformer>(tiny());
+  auto reference = std::make_shared<nn::Transformer>(testing::tiny_config());
   manual_seed(5);
   reference->reset_parameters();
-  auto model = std::make_shared<nn::Transformer>(tiny());
+  auto model = std::make_shared<nn::Transformer>(testing::tiny_config());
   manual_seed(5);
   model->reset_parameters();
   shard_transformer(*model);
@@ -193,8 +184,8 @@ TEST_CASE("clip_grad_norm_ on sharded gradients returns the global norm and clip
 }
 
 TEST_CASE("sharded state dicts: DTensors with the full values, loaded into another sharded model") {
-  auto reference = std::make_shared<nn::Transformer>(tiny());
-  auto a = std::make_shared<nn::Transformer>(tiny());
+  auto reference = std::make_shared<nn::Transformer>(testing::tiny_config());
+  auto a = std::make_shared<nn::Transformer>(testing::tiny_config());
   manual_seed(21);
   a->reset_parameters();
   manual_seed(21);
@@ -207,7 +198,7 @@ TEST_CASE("sharded state dicts: DTensors with the full values, loaded into anoth
     REQUIRE(state.at(name).placements() == Placements{Shard(0)});
     REQUIRE(values_of(state.at(name).full_tensor()) == values_of(p));
   }
-  auto b = std::make_shared<nn::Transformer>(tiny());  // different init
+  auto b = std::make_shared<nn::Transformer>(testing::tiny_config());  // different init
   shard_transformer(*b);
   fsdp::load_sharded_state_dict(*b, state);
   Tensor tokens = tokens_for(0, 2);
@@ -282,7 +273,7 @@ TEST_CASE("set_gradient_divide_factor(1) sums gradients over the ranks instead o
 
 TEST_CASE("memory: parameters, gradients and AdamW state take 16 bytes per local element") {
   const int n = distributed::world_size();
-  nn::TransformerConfig c = tiny();
+  nn::TransformerConfig c = testing::tiny_config();
   c.dim = 64;
   c.n_layers = 4;
   c.vocab_size = 256;

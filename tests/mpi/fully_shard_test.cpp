@@ -1,7 +1,9 @@
 // fully_shard at world sizes 1-4: training under FSDP, each rank on its slice of
 // the global batch, against single-process training on the whole batch (the
 // reference runs in the same process, without FSDP): same losses, same final
-// full parameters. Also the memory promise and the API's error cases.
+// full parameters, in f32 and f64 and under each of FSDP's step options
+// (reshard_after_forward, gradient accumulation, clipping, prefetch). The memory
+// promise and the API's error cases are in fully_shard_features_test.cpp.
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
 #include "mpi_test_util.h"
@@ -13,6 +15,8 @@
 #include "tensor/ops/nn.h"
 #include "tensor/ops/reduce.h"
 
+#include "tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 
 using namespace dtr;
@@ -23,33 +27,9 @@ namespace {
 constexpr int64_t kGlobalBatch = 24;  // divisible by 1-4 ranks and then by 2 micro-batches
 constexpr int64_t kSeq = 8;
 
-nn::TransformerConfig tiny_config(DType dtype) {
-  nn::TransformerConfig c;
-  c.dtype = dtype;
-  c.vocab_size = 32;
-  c.dim = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 16;
-  return c;
-}
-
 std::shared_ptr<nn::Transformer> make_transformer(uint64_t seed, DType dtype) {
   manual_seed(seed);
-  return std::make_shared<nn::Transformer>(tiny_config(dtype));
-}
-
-// Rows [begin, end) of step `step`'s global batch: tokens and next-token targets.
-std::pair<Tensor, Tensor> batch(int step, int64_t begin, int64_t end) {
-  std::vector<int64_t> tokens, targets;
-  for (int64_t b = begin; b < end; ++b) {
-    for (int64_t t = 0; t < kSeq; ++t) {
-      int64_t v = (b * 7 + t * 3 + step * 5 + (b * t) % 5) % 32;
-      tokens.push_back(v);
-      targets.push_back((v * 3 + 1) % 32);
-    }
-  }
-  return {from_vector(tokens, {end - begin, kSeq}), from_vector(targets, {end - begin, kSeq})};
+  return std::make_shared<nn::Transformer>(testing::tiny_config(dtype));
 }
 
 Tensor lm_loss(nn::Module& model, const Tensor& tokens, const Tensor& targets) {
@@ -73,7 +53,7 @@ std::vector<double> train_reference(nn::Module& model, const RunOptions& run) {
   nn::optim::AdamW opt(model.parameters(), {.lr = 1e-2});
   std::vector<double> losses;
   for (int step = 0; step < run.steps; ++step) {
-    auto [tokens, targets] = batch(step, 0, kGlobalBatch);
+    auto [tokens, targets] = testing::token_batch(step, 0, kGlobalBatch, kSeq);
     Tensor loss = lm_loss(model, tokens, targets);
     loss.backward();
     if (run.clip) nn::optim::clip_grad_norm_(model.parameters(), *run.clip);
@@ -111,7 +91,7 @@ std::vector<double> train_fsdp(nn::Transformer& model, const RunOptions& run) {
       // Keeping the unsharded parameters between micro-batches saves the
       // all-gathers; the last backward reshards before the optimizer step.
       root.set_reshard_after_backward(run.reshard_after_backward || (last && run.micro_batches > 1));
-      auto [tokens, targets] = batch(step, me * local + k * micro, me * local + (k + 1) * micro);
+      auto [tokens, targets] = testing::token_batch(step, me * local + k * micro, me * local + (k + 1) * micro, kSeq);
       Tensor loss = mul(lm_loss(model, tokens, targets), Scalar(1.0 / run.micro_batches));
       loss.backward();
       step_loss += loss.item();

@@ -1,19 +1,25 @@
-// The tiny Transformer the checkpoint tests share: its config, a seeded model, and
-// the same model sharded with fully_shard on every block and the root.
+// The tiny Transformer the multi-rank tests share: its config, a seeded model, the
+// same model sharded with fully_shard on every block and the root, and a
+// deterministic batch of token sequences to train it on.
 #pragma once
 
 #include "fsdp/fully_shard.h"
 #include "mesh/device_mesh.h"
 #include "nn/transformer.h"
+#include "tensor/factory.h"
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace dtr::testing {
 
-inline nn::TransformerConfig tiny_config() {
+// vocab 32, dim 16, 2 layers, 2 heads, llama style: hidden = round_up(2 * 64 / 3, 32) = 64.
+inline nn::TransformerConfig tiny_config(DType dtype = DType::f32, Device device = Device::cpu()) {
   nn::TransformerConfig c;
-  c.dtype = DType::f32;
+  c.dtype = dtype;
+  c.device = device;
   c.vocab_size = 32;
   c.dim = 16;
   c.n_layers = 2;
@@ -33,6 +39,21 @@ inline std::shared_ptr<nn::Transformer> make_sharded(uint64_t seed, const mesh::
   for (auto& layer : model->layers()) fsdp::fully_shard(*layer, {.mesh = mesh});
   fsdp::fully_shard(*model, {.mesh = mesh});
   return model;
+}
+
+// Rows [begin, end) of step `step`'s global batch: `seq_len` tokens per row (vocab
+// 32, a pattern that differs by row, position and step) and next-token targets (a
+// fixed function of the token, so the model can learn it).
+inline std::pair<Tensor, Tensor> token_batch(int step, int64_t begin, int64_t end, int64_t seq_len) {
+  std::vector<int64_t> tokens, targets;
+  for (int64_t b = begin; b < end; ++b) {
+    for (int64_t t = 0; t < seq_len; ++t) {
+      const int64_t v = (b * 7 + t * 3 + step * 5 + (b * t) % 5) % 32;
+      tokens.push_back(v);
+      targets.push_back((v * 3 + 1) % 32);
+    }
+  }
+  return {from_vector(tokens, {end - begin, seq_len}), from_vector(targets, {end - begin, seq_len})};
 }
 
 }  // namespace dtr::testing

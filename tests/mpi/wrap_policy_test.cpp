@@ -10,24 +10,14 @@
 #include "nn/transformer.h"
 #include "tensor/ops/nn.h"
 
+#include "tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 
 using namespace dtr;
 using dtr::testing::values_of;
 
 namespace {
-
-// vocab 32, dim 16, 2 layers, 2 heads, llama: hidden = round_up(2 * 64 / 3, 32) = 64.
-nn::TransformerConfig tiny_llama(DType dtype = DType::f32) {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.dim = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 16;
-  c.dtype = dtype;
-  return c;
-}
 
 std::vector<std::string> paths_of(const std::vector<std::pair<std::string, nn::Module*>>& selected) {
   std::vector<std::string> out;
@@ -65,9 +55,9 @@ std::vector<double> train(nn::Transformer& model, int steps) {
 
 TEST_CASE("apply_fully_shard with a TransformerBlock policy equals the manual bottom-up calls") {
   manual_seed(21);
-  auto manual = std::make_shared<nn::Transformer>(tiny_llama(DType::f64));
+  auto manual = std::make_shared<nn::Transformer>(testing::tiny_config(DType::f64));
   manual_seed(21);
-  auto applied = std::make_shared<nn::Transformer>(tiny_llama(DType::f64));
+  auto applied = std::make_shared<nn::Transformer>(testing::tiny_config(DType::f64));
 
   for (auto& layer : manual->layers()) fsdp::fully_shard(*layer);
   fsdp::fully_shard(*manual);
@@ -100,7 +90,7 @@ TEST_CASE("apply_fully_shard with a TransformerBlock policy equals the manual bo
 TEST_CASE("size_based_policy picks modules by their unclaimed parameter counts, bottom-up") {
   // Per block: 4 attention projections of 16x16 = 1024 in Attention; up and gate
   // 64x16 and down 16x64, 1024 each = 3072 in FeedForward; two norms of 16.
-  auto model = std::make_shared<nn::Transformer>(tiny_llama());
+  auto model = std::make_shared<nn::Transformer>(testing::tiny_config());
   // 1000: every FeedForward Linear (1024) and every Attention (its Linears of
   // 256 are below, the four together reach 1024); nothing above them is left
   // with 1000 unclaimed.
@@ -134,7 +124,7 @@ TEST_CASE("size_based_policy picks modules by their unclaimed parameter counts, 
 }
 
 TEST_CASE("type-name, predicate, any_of and all_of policies select as their parts say") {
-  auto model = std::make_shared<nn::Transformer>(tiny_llama());
+  auto model = std::make_shared<nn::Transformer>(testing::tiny_config());
   REQUIRE(paths_of(fsdp::select_modules(*model, fsdp::module_type_policy({"TransformerBlock"}))) ==
           std::vector<std::string>{"layers.0", "layers.1"});
   REQUIRE(paths_of(fsdp::select_modules(*model, fsdp::module_type_policy<nn::Attention>())) ==
