@@ -8,7 +8,7 @@
 namespace dtr::fsdp {
 
 FSDPParam::FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full,
-                     const mesh::DeviceMesh& mesh, DType compute_dtype, bool offload, bool pin_memory)
+                     const mesh::DeviceMesh& mesh, DType compute_dtype, const GroupPlacement& placement)
     : fqn_(std::move(fqn)), slots_(std::move(slots)), compute_dtype_(compute_dtype) {
   DTR_CHECK(full.dim() >= 1, "fully_shard: parameter '{}' is 0-dim; sharding on dim 0 needs at least one dim",
             fqn_);
@@ -25,12 +25,12 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor
   autograd::NoGradGuard no_grad;
   MemoryTagGuard tag(MemoryTag::param);
   const int64_t offset = spec_->local_offset()[0];
-  const Device shard_device = offload && full.device().is_cuda() ? Device::cpu() : full.device();
+  const Device shard_device = placement.offload && full.device().is_cuda() ? Device::cpu() : full.device();
   Tensor shard = full.device().is_meta() ? empty(spec_->local_shape(), {.dtype = full.dtype(), .device = full.device()})
                  : shard_device == full.device() ? full.narrow(0, offset, local_rows_).clone()
                                                  : full.narrow(0, offset, local_rows_).to(shard_device);
   shard.storage().set_tag(MemoryTag::param);
-  if (pin_memory && shard.device().is_cpu()) shard.storage().pin();  // a meta shard: at its first all-gather
+  if (placement.pin_memory && shard.device().is_cpu()) shard.storage().pin();  // a meta shard: at its first all-gather
   if (requires_grad_) shard.requires_grad_();
   shard.set_logical_slice(LogicalSlice{.logical_shape = full.sizes(), .offset = spec_->local_offset()});
   shard.set_dtensor_spec(spec_);

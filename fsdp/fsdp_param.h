@@ -1,7 +1,8 @@
 // FSDPParam: one parameter under fully_shard: where it lives (the module slots
 // holding it; several for tied weights), its global shape and DTensorSpec
-// (Shard(0) over the mesh), its rows in the group's flat buffers, and the
-// persistent unsharded tensor installed in the slots while the module computes.
+// (Shard(0) over the mesh) and rows, and the persistent unsharded tensor installed
+// in the slots while the module computes. Its segment of the group's flat buffers
+// is fsdp/flat_collectives.h's.
 //
 // The unsharded tensor is a leaf that stays the same object across steps; its
 // memory (padded to mesh_size x padded_rows rows) is released when resharded and
@@ -25,15 +26,23 @@ struct ParamSlot {
   std::string name;  // the module's own parameter name
 };
 
+// Where a group computes and where its shards live, decided once by fully_shard.
+struct GroupPlacement {
+  DeviceType device_type = DeviceType::cpu;  // where the group computes and communicates
+  // CPU offload of a CUDA model: shards and gradients in host memory (the optimizer
+  // steps on the CPU), copied to and from the current CUDA device.
+  bool offload = false;
+  bool pin_memory = false;  // offloaded shards and gradients pinned: asynchronous copies
+};
+
 class FSDPParam {
  public:
   // Shards `full` (the tensor in the slots now) over the last dim of `mesh` (a
   // 2-D mesh replicates over its first dim: HSDP) and installs the shard. The
-  // unsharded tensor has `compute_dtype` (mixed precision's param_dtype).
-  // With `offload`, the shard of a CUDA parameter is kept in host memory (CPU
-  // offload: the optimizer then steps on the CPU), pinned with `pin_memory`.
+  // unsharded tensor has `compute_dtype` (mixed precision's param_dtype). The
+  // shard of a CUDA parameter lives in host memory when the placement offloads.
   FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh,
-            DType compute_dtype, bool offload = false, bool pin_memory = false);
+            DType compute_dtype, const GroupPlacement& placement = {});
 
   const std::string& fqn() const { return fqn_; }
   const Shape& global_shape() const { return spec_->shape; }
@@ -45,8 +54,6 @@ class FSDPParam {
   int64_t padded_rows() const { return padded_rows_; }  // ceil(rows / mesh size)
   int64_t padded_numel() const { return padded_rows_ * row_numel_; }
   int64_t local_rows() const { return local_rows_; }
-  int64_t flat_offset() const { return flat_offset_; }  // in the group's per-rank flat buffer
-  void set_flat_offset(int64_t offset) { flat_offset_ = offset; }
 
   // The shard: what the slots hold between steps (read from the slot, so that
   // to_empty / load_state_dict replacing it are seen).
@@ -73,7 +80,6 @@ class FSDPParam {
   int64_t row_numel_ = 1;
   int64_t padded_rows_ = 0;
   int64_t local_rows_ = 0;
-  int64_t flat_offset_ = 0;
   bool requires_grad_ = true;
   DType compute_dtype_ = DType::f32;
   Tensor saved_shard_;  // the shard while the unsharded tensor is installed

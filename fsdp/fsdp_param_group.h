@@ -1,12 +1,10 @@
-// FSDPParamGroup: the parameters of one fully_shard call and their two
-// collectives. Unshard: copy every shard into one flat buffer (padded rows
-// zeroed), one all_gather_into_tensor, copy each parameter's rows out into its
-// unsharded tensor. Gradient reduction: copy every unsharded gradient into one
-// flat buffer laid out rank by rank, one reduce_scatter_tensor, then each rank's
-// rows are added to its shards' .grad. Both collectives are issued
-// asynchronously and waited on later, so they overlap compute. Each of those
-// per-parameter copy loops is one copy_batch (fsdp/copy_batch.h): one kernel
-// launch on CUDA, copy_ per parameter on the CPU.
+// FSDPParamGroup: the parameters of one fully_shard call, and when and how their
+// two collectives (fsdp/flat_collectives.h) run. Unshard: all-gather the shards
+// as one flat buffer and copy each parameter's rows into its unsharded tensor,
+// installed in the module's slots. Gradient reduction: reduce-scatter the
+// unsharded gradients as one flat buffer, then add this rank's rows to its
+// shards' .grad. Both collectives are issued asynchronously and waited on later,
+// so they overlap compute.
 //
 // Mixed precision: the all-gather runs in the compute dtype (shards are cast in
 // the copy-in), the reduce-scatter in the reduce dtype, and the result is cast to
@@ -19,6 +17,7 @@
 // waiting; wait_for_host_copies (finish_backward) waits for both.
 #pragma once
 
+#include "fsdp/flat_collectives.h"
 #include "fsdp/fsdp_param.h"
 #include "mesh/device_mesh.h"
 #include "mesh/work.h"
@@ -31,17 +30,18 @@ namespace dtr::fsdp {
 
 class FSDPParamGroup {
  public:
-  // With `offload`, the shards live in host memory and the group computes on the
-  // current CUDA device: shards are copied in for the all-gather, and reduced
-  // gradients copied back to the shards' .grad on the CPU; with `pin_memory` both
-  // in pinned memory, copied asynchronously.
-  FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, DType reduce_dtype,
-                 bool offload = false, bool pin_memory = false);
+  // The parameters must share one compute dtype. With an offloading placement the
+  // group computes on the current CUDA device: shards are copied in for the
+  // all-gather, and reduced gradients copied back to the shards' .grad on the CPU.
+  FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, GroupPlacement placement,
+                 DType reduce_dtype);
+  FSDPParamGroup(const FSDPParamGroup&) = delete;  // its collectives refer to its parameters
+  FSDPParamGroup& operator=(const FSDPParamGroup&) = delete;
 
   bool empty() const { return params_.empty(); }
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }
   const mesh::DeviceMesh& mesh() const { return mesh_; }
-  int64_t flat_numel() const { return flat_numel_; }  // per rank, padding included
+  int64_t flat_numel() const { return collectives_.numel(); }  // per rank, padding included
 
   // Starts the all-gather (no-op when unsharded or already started).
   void issue_all_gather();
@@ -49,16 +49,17 @@ class FSDPParamGroup {
   void wait_for_unshard();
   bool is_unsharded() const { return unsharded_; }
   bool has_pending_all_gather() const { return all_gather_.work != nullptr; }
-  // Frees the unsharded parameters and puts the shards back in the slots. With
-  // keep_piece and a post-forward group of k ranks, first keeps this rank's
-  // 1/k of the unsharded flat buffer; the next all-gather then runs over the
-  // k ranks only.
-  void reshard(bool keep_piece = false);
-  // The group of k consecutive ranks that reshard(true) keeps pieces for.
-  void set_post_forward_group(mesh::ProcessGroupPtr group);
+  // Frees the unsharded parameters and puts the shards back in the slots. Given a
+  // post-forward group of k ranks (reshard_after_forward=k), first keeps this
+  // rank's part of the unsharded flat buffer for them; the next all-gather then
+  // runs over those k ranks only.
+  void reshard(const mesh::ProcessGroupPtr& keep_piece_for = nullptr);
   // Forgets a kept piece (a new forward gathers from the shards, which the
   // optimizer may have changed).
-  void drop_post_forward_piece() { post_forward_piece_ = Tensor(); }
+  void drop_post_forward_piece() {
+    post_forward_piece_ = Tensor();
+    post_forward_group_ = nullptr;
+  }
 
   // Starts the reduce-scatter of the unsharded gradients (zeros for parameters
   // without one) and frees them. Gradients are divided by `divide_factor`
@@ -74,17 +75,12 @@ class FSDPParamGroup {
 
   // Pinned CPU offload: host<->device copies of the shards and gradients are
   // queued without waiting.
-  bool copies_host_async() const { return offload_ && pin_memory_; }
+  bool copies_host_async() const { return placement_.offload && placement_.pin_memory; }
   // Waits for them (a synchronize of the device, so for every group's at once):
   // afterwards the .grad tensors hold their values and the shards may be written.
   void wait_for_host_copies();
 
  private:
-  struct Pending {
-    mesh::WorkPtr work;
-    Tensor input;
-    Tensor output;
-  };
   Device device() const;  // where the group computes and communicates
   void copy_out_pinned(const Tensor& reduced);  // reduced rows into pinned .grad
   int64_t shard_size() const { return mesh_.size(mesh_.ndim() - 1); }
@@ -92,20 +88,19 @@ class FSDPParamGroup {
 
   std::vector<std::unique_ptr<FSDPParam>> params_;
   mesh::DeviceMesh mesh_;
-  int64_t flat_numel_ = 0;
+  FlatCollectives collectives_;
+  GroupPlacement placement_;
   DType compute_dtype_;
   DType reduce_dtype_;
-  bool offload_ = false;
-  bool pin_memory_ = false;
   bool requires_all_reduce_ = true;
   double post_divide_ = 1.0;   // applied after the reduction (f16: the part not applied before)
   mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter
   Tensor partial_reduce_;      // HSDP gradients not yet all-reduced
   bool unsharded_ = false;
-  Pending all_gather_;
-  mesh::ProcessGroupPtr post_forward_group_;
+  PendingCollective all_gather_;
+  mesh::ProcessGroupPtr post_forward_group_;  // with the piece kept for it
   Tensor post_forward_piece_;
-  Pending reduce_scatter_;
+  PendingCollective reduce_scatter_;
   // Versions of the shards when they were last gathered: a change (an optimizer
   // step while unsharded) makes the unsharded copies stale, so they are re-gathered.
   std::vector<uint64_t> gathered_versions_;

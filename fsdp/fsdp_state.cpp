@@ -11,8 +11,12 @@
 
 namespace dtr::fsdp {
 
-FSDPState::FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group)
-    : module_(module), options_(std::move(options)), group_(std::move(group)) {}
+FSDPState::FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group,
+                     ReshardAfterForward reshard_after_forward)
+    : module_(module),
+      options_(std::move(options)),
+      group_(std::move(group)),
+      reshard_after_forward_(std::move(reshard_after_forward)) {}
 
 void FSDPState::register_hooks() {
   // The hooks own the state: it lives exactly as long as the module's hooks.
@@ -20,16 +24,6 @@ void FSDPState::register_hooks() {
   module_.register_forward_pre_hook([self](nn::Module&, const Tensor& input) { return self->pre_forward(input); });
   module_.register_forward_hook(
       [self](nn::Module&, const Tensor&, const Tensor& output) { return self->post_forward(output); });
-}
-
-int FSDPState::post_forward_reshard() const {
-  if (reshard_after_forward_override_) return *reshard_after_forward_override_ ? 1 : 0;
-  if (options_.reshard_after_forward) {
-    const auto& setting = *options_.reshard_after_forward;
-    if (std::holds_alternative<bool>(setting)) return std::get<bool>(setting) ? 1 : 0;
-    return std::get<int>(setting);
-  }
-  return is_root_ ? 0 : 1;
 }
 
 void FSDPState::unshard() { group_->wait_for_unshard(); }
@@ -48,8 +42,8 @@ void FSDPState::lazy_init() {
 }
 
 std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
-  if (forward && forward_prefetch) return *forward_prefetch;
-  if (!forward && backward_prefetch) return *backward_prefetch;
+  if (forward && forward_prefetch_) return *forward_prefetch_;
+  if (!forward && backward_prefetch_) return *backward_prefetch_;
   const auto& order = context_->forward_order;
   auto it = std::find(order.begin(), order.end(), this);
   if (it == order.end()) return {};
@@ -71,24 +65,26 @@ Tensor FSDPState::pre_forward(const Tensor& input_in) {
     // parameters are (or are made) unsharded; nothing is recorded or prefetched.
     // The recomputed graph's backward then ends with this module's post-backward.
     group_->wait_for_unshard();
-    if (autograd::is_grad_enabled() && input.defined() && input.requires_grad()) {
-      auto self = shared_from_this();
-      return autograd::call_after_backward(input, [self] { self->post_backward(); });
-    }
-    return input.is_same(input_in) ? Tensor() : input;
+    return arm_post_backward(input, input_in);
   }
-  if (is_root_) {  // a new forward starts
+  if (is_root_) {  // a new iteration starts
     context_->recording.clear();
     for (FSDPState* s : context_->states) {
-      s->ran_forward_ = false;
-      s->ran_post_backward_ = false;
+      s->training_state_ = TrainingState::idle;
       s->group().drop_post_forward_piece();
     }
   }
   group_->wait_for_unshard();
-  ran_forward_ = true;
+  training_state_ = TrainingState::forward;
   context_->recording.push_back(this);
   for (FSDPState* target : prefetch_targets(/*forward=*/true)) target->group().issue_all_gather();
+  return arm_post_backward(input, input_in);
+}
+
+// The module's input, wrapped so that post-backward runs once the module's
+// backward is done (when it needs a gradient at all); undefined when the hook
+// leaves the input as it came.
+Tensor FSDPState::arm_post_backward(const Tensor& input, const Tensor& input_in) {
   if (autograd::is_grad_enabled() && input.defined() && input.requires_grad()) {
     auto self = shared_from_this();
     return autograd::call_after_backward(input, [self] { self->post_backward(); });
@@ -105,9 +101,13 @@ Tensor FSDPState::post_forward(const Tensor& output_in) {
   }
   if (autograd::in_backward()) return output.is_same(output_in) ? Tensor() : output;  // recomputation
   if (is_root_) context_->forward_order = context_->recording;
-  const int mode = post_forward_reshard();
-  if (mode == 1) group_->reshard();
-  if (mode > 1) group_->reshard(/*keep_piece=*/autograd::is_grad_enabled());  // no backward: nothing to keep for
+  switch (reshard_after_forward_.action(is_root_)) {
+    case ReshardAfterForward::Action::keep: break;
+    case ReshardAfterForward::Action::free: group_->reshard(); break;
+    case ReshardAfterForward::Action::keep_piece:  // without backward there is nothing to keep it for
+      group_->reshard(autograd::is_grad_enabled() ? reshard_after_forward_.piece_group() : nullptr);
+      break;
+  }
   if (autograd::is_grad_enabled() && output.defined() && output.requires_grad()) {
     auto self = shared_from_this();
     output.register_hook([self](const Tensor&) {
@@ -125,25 +125,26 @@ void FSDPState::pre_backward() {
     auto root = context_->states.front()->shared_from_this();
     autograd::queue_callback([root] { root->finish_backward(); });
   }
+  if (training_state_ != TrainingState::post_backward) training_state_ = TrainingState::pre_backward;
   group_->wait_for_unshard();
   for (FSDPState* target : prefetch_targets(/*forward=*/false)) target->group().issue_all_gather();
 }
 
 void FSDPState::post_backward() {
   DTR_PROFILE_SCOPE("fsdp", "post_backward");
-  if (ran_post_backward_) return;
-  ran_post_backward_ = true;
-  if (requires_gradient_sync && !group_->empty()) {
+  if (training_state_ == TrainingState::post_backward) return;
+  training_state_ = TrainingState::post_backward;
+  if (requires_gradient_sync_ && !group_->empty()) {
     // At most two reduce-scatters in flight: finish the previous one first.
     if (context_->last_reduce_scatter && context_->last_reduce_scatter != this) {
       context_->last_reduce_scatter->group().wait_for_reduce_scatter();
     }
     group_->wait_for_reduce_scatter();
-    group_->set_requires_all_reduce(requires_all_reduce);
-    group_->issue_reduce_scatter(gradient_divide_factor);
+    group_->set_requires_all_reduce(requires_all_reduce_);
+    group_->issue_reduce_scatter(gradient_divide_factor_);
     context_->last_reduce_scatter = this;
   }
-  if (reshard_after_backward) group_->reshard();
+  if (reshard_after_backward_) group_->reshard();
 }
 
 void FSDPState::finish_backward() {
@@ -152,9 +153,10 @@ void FSDPState::finish_backward() {
   // reached them) still reduce, in backward order on every rank.
   const auto& order = context_->forward_order;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if ((*it)->ran_forward_ && !(*it)->ran_post_backward_) (*it)->post_backward();
+    const TrainingState state = (*it)->training_state_;
+    if (state == TrainingState::forward || state == TrainingState::pre_backward) (*it)->post_backward();
   }
-  if (is_last_backward) {
+  if (is_last_backward_) {
     for (FSDPState* s : context_->states) s->group().wait_for_reduce_scatter();
     context_->last_reduce_scatter = nullptr;
     // Pinned CPU offload: the gradients' copies to the host and the all-gathers'

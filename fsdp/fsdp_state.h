@@ -22,6 +22,7 @@
 
 #include "fsdp/fsdp_param_group.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/reshard_after_forward.h"
 
 #include <memory>
 #include <optional>
@@ -39,9 +40,15 @@ struct FSDPContext {
   FSDPState* last_reduce_scatter = nullptr;  // waited on before the next one
 };
 
+// How far a group got in the current iteration (a forward of the root starts a
+// new one). Post-backward runs once per iteration: from the module's backward, or
+// at the end of backward for a group whose backward never ran.
+enum class TrainingState { idle, forward, pre_backward, post_backward };
+
 class FSDPState : public std::enable_shared_from_this<FSDPState> {
  public:
-  FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group);
+  FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group,
+            ReshardAfterForward reshard_after_forward);
 
   void register_hooks();
 
@@ -49,18 +56,20 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
   FSDPParamGroup& group() { return *group_; }
   const FullyShardOptions& options() const { return options_; }
   bool is_root() const { return is_root_; }
+  TrainingState training_state() const { return training_state_; }
 
-  // Controls (FSDPModule forwards to these).
-  bool requires_gradient_sync = true;
-  bool requires_all_reduce = true;  // HSDP
-  bool reshard_after_backward = true;
-  bool is_last_backward = true;
-  std::optional<double> gradient_divide_factor;
-  std::optional<std::vector<FSDPState*>> forward_prefetch;
-  std::optional<std::vector<FSDPState*>> backward_prefetch;
-  // After forward: 0 keeps the parameters, 1 frees them, k > 1 keeps 1/k of them.
-  int post_forward_reshard() const;
-  void set_reshard_after_forward(bool on) { reshard_after_forward_override_ = on; }
+  // The controls FSDPModule forwards to (fully_shard.h says what each does).
+  void set_requires_gradient_sync(bool on) { requires_gradient_sync_ = on; }
+  void set_requires_all_reduce(bool on) { requires_all_reduce_ = on; }
+  void set_reshard_after_backward(bool on) { reshard_after_backward_ = on; }
+  void set_reshard_after_forward(bool on) { reshard_after_forward_.override_with(on); }
+  void set_is_last_backward(bool on) { is_last_backward_ = on; }
+  void set_gradient_divide_factor(double factor) { gradient_divide_factor_ = factor; }
+  void set_forward_prefetch(std::vector<FSDPState*> states) { forward_prefetch_ = std::move(states); }
+  void set_backward_prefetch(std::vector<FSDPState*> states) { backward_prefetch_ = std::move(states); }
+  // The explicit prefetch lists (nullopt: the implicit next / previous group).
+  const std::optional<std::vector<FSDPState*>>& forward_prefetch() const { return forward_prefetch_; }
+  const std::optional<std::vector<FSDPState*>>& backward_prefetch() const { return backward_prefetch_; }
 
   void unshard();  // synchronous
   void reshard() { group_->reshard(); }
@@ -73,16 +82,23 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
   void finish_backward();  // the root's end-of-backward callback
   void lazy_init();
   std::vector<FSDPState*> prefetch_targets(bool forward);
+  Tensor arm_post_backward(const Tensor& input, const Tensor& input_in);
 
   nn::Module& module_;
   FullyShardOptions options_;
   std::unique_ptr<FSDPParamGroup> group_;
+  ReshardAfterForward reshard_after_forward_;
   std::shared_ptr<FSDPContext> context_;
   bool is_root_ = false;
-  std::optional<bool> reshard_after_forward_override_;
-  // Per iteration.
-  bool ran_forward_ = false;
-  bool ran_post_backward_ = false;
+  TrainingState training_state_ = TrainingState::idle;
+  // Controls.
+  bool requires_gradient_sync_ = true;
+  bool requires_all_reduce_ = true;  // HSDP
+  bool reshard_after_backward_ = true;
+  bool is_last_backward_ = true;
+  std::optional<double> gradient_divide_factor_;
+  std::optional<std::vector<FSDPState*>> forward_prefetch_;
+  std::optional<std::vector<FSDPState*>> backward_prefetch_;
 };
 
 }  // namespace dtr::fsdp

@@ -10,6 +10,7 @@
 #include "tensor/cuda/cuda_runtime.h"
 #endif
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -47,11 +48,104 @@ void check_options(const FullyShardOptions& options, const std::string& what, De
   }
 }
 
-std::string describe(nn::Module& module) { return module.type_name(); }
-
 FSDPState& state_of(const std::shared_ptr<FSDPState>& state) {
   DTR_CHECK(state != nullptr, "FSDPModule: the module is gone");
   return *state;
+}
+
+// fully_shard applies once per module, bottom-up: not twice, not inside a module
+// already sharded.
+void check_can_shard(nn::Module& module, const std::string& what) {
+  DTR_CHECK(!find_state(module), "fully_shard({}): this module is already sharded (fully_shard called twice)", what);
+  for (auto& other : all_states()) {
+    for (auto& [path, m] : other->module().named_modules()) {
+      DTR_CHECK(m != &module,
+                "fully_shard({}): it sits inside '{}' ({}), which is already sharded; apply fully_shard bottom-up "
+                "(each block first, then the root)",
+                what, path, other->module().type_name());
+    }
+  }
+}
+
+// A parameter this call manages, with every slot holding it (tied weights).
+struct FoundParam {
+  std::string fqn;
+  std::vector<ParamSlot> slots;
+  Tensor tensor;
+};
+
+// The parameters of `module`'s tree that no inner fully_shard call manages.
+std::vector<FoundParam> collect_parameters(nn::Module& module, const std::string& what) {
+  auto modules = module.named_modules();
+  std::set<const nn::Module*> managed;  // inside inner sharded modules
+  for (auto& [path, m] : modules) {
+    if (m == &module || managed.contains(m)) continue;
+    if (find_state(*m)) {
+      for (auto& [sub_path, sub] : m->named_modules()) managed.insert(sub);
+    }
+  }
+  std::vector<FoundParam> found;
+  for (auto& [path, m] : modules) {
+    if (managed.contains(m)) continue;
+    for (auto& [name, t] : m->named_parameters(/*recurse=*/false)) {
+      const std::string fqn = path.empty() ? name : path + "." + name;
+      DTR_CHECK(!t.dtensor_spec(),
+                "fully_shard({}): parameter '{}' is already sharded by another fully_shard call: a parameter shared "
+                "between groups (e.g. tied weights split across groups) must live in one group; shard the module "
+                "that holds both uses instead",
+                what, fqn);
+      auto same = std::find_if(found.begin(), found.end(), [&](const FoundParam& f) { return f.tensor.is_same(t); });
+      if (same != found.end()) {
+        same->slots.push_back({m, name});
+      } else {
+        found.push_back({fqn, {{m, name}}, t});
+      }
+    }
+  }
+  return found;
+}
+
+// Where the group computes and where its shards live. CPU offload keeps the shards
+// in host memory and computes on the current CUDA device; a meta model is offloaded
+// when this process has a GPU (it is then materialised on the CPU).
+GroupPlacement decide_placement(const std::vector<FoundParam>& found, const OffloadPolicy& policy) {
+  GroupPlacement placement;
+  bool on_meta = false;
+  for (auto& f : found) {
+    if (f.tensor.device().is_cuda()) placement.device_type = DeviceType::cuda;
+    on_meta = on_meta || f.tensor.device().is_meta();
+  }
+  if (policy.offload_params) {
+#ifdef DTR_WITH_CUDA
+    if (on_meta && placement.device_type == DeviceType::cpu && cuda::device_count() > 0) {
+      placement.device_type = DeviceType::cuda;
+    }
+#endif
+    placement.offload = placement.device_type == DeviceType::cuda;
+  }
+  placement.pin_memory = placement.offload && policy.pin_memory;
+  return placement;
+}
+
+// One FSDPParam per parameter (each in its compute dtype: mixed precision's
+// param_dtype for floating parameters), and their group, which reduces gradients
+// in reduce_dtype, else in the compute dtype (as FSDP2).
+std::unique_ptr<FSDPParamGroup> make_group(const std::vector<FoundParam>& found, const FullyShardOptions& options,
+                                           const GroupPlacement& placement, const std::string& what) {
+  const auto& mp = options.mp_policy;
+  std::vector<std::unique_ptr<FSDPParam>> params;
+  for (const FoundParam& f : found) {
+    if (options.shard_placement_fn) {
+      auto shard_placement = options.shard_placement_fn(f.tensor);
+      DTR_CHECK(!shard_placement || shard_placement->is_shard(0),
+                "fully_shard({}): shard_placement_fn gave {} for '{}'; only Shard(0) is implemented", what,
+                shard_placement->to_string(), f.fqn);
+    }
+    const DType compute = mp.param_dtype && is_floating(f.tensor.dtype()) ? *mp.param_dtype : f.tensor.dtype();
+    params.push_back(std::make_unique<FSDPParam>(f.fqn, f.slots, f.tensor, options.mesh, compute, placement));
+  }
+  const DType compute = params.empty() ? DType::f32 : params.front()->compute_dtype();
+  return std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, placement, mp.reduce_dtype.value_or(compute));
 }
 
 }  // namespace
@@ -62,95 +156,16 @@ void UnshardHandle::wait() {
 }
 
 FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
-  const std::string what = describe(module);
-  DTR_CHECK(!find_state(module), "fully_shard({}): this module is already sharded (fully_shard called twice)", what);
-  for (auto& other : all_states()) {
-    for (auto& [path, m] : other->module().named_modules()) {
-      DTR_CHECK(m != &module,
-                "fully_shard({}): it sits inside '{}' ({}), which is already sharded; apply fully_shard bottom-up "
-                "(each block first, then the root)",
-                what, path, other->module().type_name());
-    }
-  }
-  auto modules = module.named_modules();
-  // Inner modules already sharded keep their parameters; anything sharded above us is an error.
-  std::set<const nn::Module*> managed;
-  for (auto& [path, m] : modules) {
-    if (m == &module || managed.contains(m)) continue;
-    if (find_state(*m)) {
-      for (auto& [sub_path, sub] : m->named_modules()) managed.insert(sub);
-    }
-  }
-  // Tied weights within the group: one FSDPParam with several slots.
-  std::vector<std::pair<std::string, std::vector<ParamSlot>>> found;
-  std::vector<Tensor> tensors;
-  for (auto& [path, m] : modules) {
-    if (managed.contains(m)) continue;
-    for (auto& [name, t] : m->named_parameters(/*recurse=*/false)) {
-      const std::string fqn = path.empty() ? name : path + "." + name;
-      DTR_CHECK(!t.dtensor_spec(),
-                "fully_shard({}): parameter '{}' is already sharded by another fully_shard call: a parameter shared "
-                "between groups (e.g. tied weights split across groups) must live in one group; shard the module "
-                "that holds both uses instead",
-                what, fqn);
-      auto same = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& o) { return o.is_same(t); });
-      if (same != tensors.end()) {
-        found[same - tensors.begin()].second.push_back({m, name});
-      } else {
-        tensors.push_back(t);
-        found.push_back({fqn, {{m, name}}});
-      }
-    }
-  }
-  DeviceType type = DeviceType::cpu;
-  bool on_meta = false;
-  for (auto& t : tensors) {
-    if (t.device().is_cuda()) type = DeviceType::cuda;
-    on_meta = on_meta || t.device().is_meta();
-  }
-  // CPU offload: shards in host memory, compute on the current CUDA device. A meta
-  // model is offloaded when this process has a GPU (materialise it on the CPU).
-  bool offload = false;
-  if (options.offload_policy.offload_params) {
-#ifdef DTR_WITH_CUDA
-    if (on_meta && type == DeviceType::cpu && cuda::device_count() > 0) type = DeviceType::cuda;
-#endif
-    offload = type == DeviceType::cuda;
-  }
-  const bool pin = offload && options.offload_policy.pin_memory;
-  if (!options.mesh.defined()) options.mesh = default_mesh(type);
-  check_options(options, what, type);
-  const auto& mp = options.mp_policy;
-  std::vector<std::unique_ptr<FSDPParam>> params;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (options.shard_placement_fn) {
-      auto placement = options.shard_placement_fn(tensors[i]);
-      DTR_CHECK(!placement || placement->is_shard(0),
-                "fully_shard({}): shard_placement_fn gave {} for '{}'; only Shard(0) is implemented", what,
-                placement->to_string(), found[i].first);
-    }
-    const DType compute = mp.param_dtype && is_floating(tensors[i].dtype()) ? *mp.param_dtype : tensors[i].dtype();
-    params.push_back(std::make_unique<FSDPParam>(found[i].first, found[i].second, tensors[i], options.mesh, compute,
-                                                 offload, pin));
-  }
-  // Gradients are reduced in reduce_dtype, else in the compute dtype (as FSDP2).
-  const DType compute = params.empty() ? DType::f32 : params.front()->compute_dtype();
-  auto group = std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, mp.reduce_dtype.value_or(compute),
-                                                offload, pin);
-  if (options.reshard_after_forward && std::holds_alternative<int>(*options.reshard_after_forward)) {
-    const int k = std::get<int>(*options.reshard_after_forward);
-    const int n = static_cast<int>(options.mesh.size(options.mesh.ndim() - 1));
-    DTR_CHECK(k >= 1 && k <= n && n % k == 0,
-              "fully_shard({}): reshard_after_forward={} must divide the mesh size {} (1 <= k <= {})", what, k, n, n);
-    // Collective over the mesh: blocks of k consecutive ranks.
-    auto& dp = options.mesh.group(options.mesh.ndim() - 1);
-    if (k > 1 && k < n) {
-      group->set_post_forward_group(dp->split(dp->rank() / k, dp->rank() % k, fmt::format("post-forward {}", k)));
-    } else {
-      options.reshard_after_forward = k == 1 ? false : true;  // k = 1 keeps all; k = n is a full reshard
-    }
-  }
-  auto state = std::make_shared<FSDPState>(module, std::move(options), std::move(group));
+  const std::string what = module.type_name();
+  check_can_shard(module, what);
+  const std::vector<FoundParam> found = collect_parameters(module, what);
+  const GroupPlacement placement = decide_placement(found, options.offload_policy);
+  if (!options.mesh.defined()) options.mesh = default_mesh(placement.device_type);
+  check_options(options, what, placement.device_type);
+  auto group = make_group(found, options, placement, what);
+  ReshardAfterForward reshard_after_forward(options.reshard_after_forward, options.mesh, what);  // collective
+  auto state = std::make_shared<FSDPState>(module, std::move(options), std::move(group),
+                                           std::move(reshard_after_forward));
   state->register_hooks();
   register_state(module, state);
   return FSDPModule(state);
@@ -215,34 +230,34 @@ std::vector<FSDPState*> states_of(const std::vector<nn::Module*>& modules, const
 }  // namespace
 
 void FSDPModule::set_requires_gradient_sync(bool on, bool recurse) {
-  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.requires_gradient_sync = on; });
+  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.set_requires_gradient_sync(on); });
 }
 
 void FSDPModule::set_reshard_after_backward(bool on, bool recurse) {
-  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.reshard_after_backward = on; });
+  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.set_reshard_after_backward(on); });
 }
 
 void FSDPModule::set_requires_all_reduce(bool on, bool recurse) {
-  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.requires_all_reduce = on; });
+  for_each_state(state_of(state_), recurse, [&](FSDPState& s) { s.set_requires_all_reduce(on); });
 }
 
 void FSDPModule::set_reshard_after_forward(bool on) { state_of(state_).set_reshard_after_forward(on); }
 
 void FSDPModule::set_modules_to_forward_prefetch(const std::vector<nn::Module*>& modules) {
-  state_of(state_).forward_prefetch = states_of(modules, "set_modules_to_forward_prefetch");
+  state_of(state_).set_forward_prefetch(states_of(modules, "set_modules_to_forward_prefetch"));
 }
 
 void FSDPModule::set_modules_to_backward_prefetch(const std::vector<nn::Module*>& modules) {
-  state_of(state_).backward_prefetch = states_of(modules, "set_modules_to_backward_prefetch");
+  state_of(state_).set_backward_prefetch(states_of(modules, "set_modules_to_backward_prefetch"));
 }
 
 void FSDPModule::set_is_last_backward(bool on) {
-  for_each_state(state_of(state_), true, [&](FSDPState& s) { s.is_last_backward = on; });
+  for_each_state(state_of(state_), true, [&](FSDPState& s) { s.set_is_last_backward(on); });
 }
 
 void FSDPModule::set_gradient_divide_factor(double factor) {
   DTR_CHECK(factor > 0, "set_gradient_divide_factor: expected a positive factor, got {}", factor);
-  state_of(state_).gradient_divide_factor = factor;
+  state_of(state_).set_gradient_divide_factor(factor);
 }
 
 nn::Module& FSDPModule::module() const { return state_of(state_).module(); }
@@ -270,11 +285,11 @@ std::optional<std::vector<nn::Module*>> modules_of(const std::optional<std::vect
 }  // namespace
 
 std::optional<std::vector<nn::Module*>> FSDPModule::modules_to_forward_prefetch() const {
-  return modules_of(state_of(state_).forward_prefetch);
+  return modules_of(state_of(state_).forward_prefetch());
 }
 
 std::optional<std::vector<nn::Module*>> FSDPModule::modules_to_backward_prefetch() const {
-  return modules_of(state_of(state_).backward_prefetch);
+  return modules_of(state_of(state_).backward_prefetch());
 }
 
 }  // namespace dtr::fsdp
