@@ -57,16 +57,12 @@ Tensor local_rows(const Tensor& full, const Tensor& param) {
   return t;
 }
 
-Shape global_shape(const Tensor& param) {
-  return param.dtensor_spec() ? param.dtensor_spec()->shape : param.sizes();
-}
-
 // Problems of one full entry against its parameter ("" when none).
 std::string check_full(const std::string& name, const Tensor& value, const Tensor& param) {
   if (!value.defined()) return fmt::format("'{}': undefined tensor", name);
-  if (value.sizes() != global_shape(param) || value.dtype() != param.dtype()) {
+  if (value.sizes() != global_shape_of(param) || value.dtype() != param.dtype()) {
     return fmt::format("'{}': expected {} {}, found {} {}", name, dtype_name(param.dtype()),
-                       shape_text(global_shape(param)), dtype_name(value.dtype()), shape_text(value.sizes()));
+                       shape_text(global_shape_of(param)), dtype_name(value.dtype()), shape_text(value.sizes()));
   }
   return "";
 }
@@ -76,7 +72,7 @@ std::string check_full(const std::string& name, const Tensor& value, const Tenso
 Tensor receive_local(const Tensor& full_on_rank0, const Tensor& param) {
   const auto& spec = param.dtensor_spec();
   Tensor full = is_rank0() ? full_on_rank0.to(param.device())
-                           : empty(global_shape(param), {.dtype = param.dtype(), .device = param.device()});
+                           : empty(global_shape_of(param), {.dtype = param.dtype(), .device = param.device()});
   if (spec) return distribute_tensor(full, spec->mesh, spec->placements, 0).to_local();
   distributed::world_group(param.device().type)->broadcast(full, 0)->wait();
   return full;

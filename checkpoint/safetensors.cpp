@@ -209,8 +209,6 @@ std::vector<std::pair<std::string, Tensor>> slots_of(nn::Module& model) {
   return slots;
 }
 
-Shape global_shape(const Tensor& t) { return t.dtensor_spec() ? t.dtensor_spec()->shape : t.sizes(); }
-
 }  // namespace
 
 void save_safetensors(nn::Module& model, const fs::path& path, const std::map<std::string, std::string>& metadata) {
@@ -230,7 +228,7 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
   };
   attempt([&] {
     std::vector<SafetensorsWriter::Entry> entries;
-    for (auto& [name, t] : slots) entries.push_back({name, t.dtype(), global_shape(t)});
+    for (auto& [name, t] : slots) entries.push_back({name, t.dtype(), global_shape_of(t)});
     writer = std::make_unique<SafetensorsWriter>(tmp, std::move(entries), metadata);
   });
   for (auto& [name, t] : slots) {
@@ -265,9 +263,9 @@ void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
       auto it = header.tensors.find(name);
       if (it == header.tensors.end()) {
         missing.push_back(name);
-      } else if (it->second.shape != global_shape(t)) {
+      } else if (it->second.shape != global_shape_of(t)) {
         mismatched.push_back(fmt::format("'{}': the model has {} {}, the file {} {}", name, dtype_name(t.dtype()),
-                                         shape_text(global_shape(t)), safetensors_dtype(it->second.dtype),
+                                         shape_text(global_shape_of(t)), safetensors_dtype(it->second.dtype),
                                          shape_text(it->second.shape)));
       }
     }

@@ -1,6 +1,7 @@
 #include "fsdp/memory_estimate.h"
 
 #include "base/error.h"
+#include "dtensor/dtensor_spec.h"
 
 #include <fmt/format.h>
 
@@ -37,9 +38,6 @@ Layout layout_of(const MemoryEstimateOptions& o, int world_size) {
   return l;
 }
 
-int64_t logical_numel(const Tensor& t) { return t.dtensor_spec() ? numel_of(t.dtensor_spec()->shape) : t.numel(); }
-Shape logical_shape(const Tensor& t) { return t.dtensor_spec() ? t.dtensor_spec()->shape : t.sizes(); }
-
 void add_unique(std::vector<Tensor>& into, const Tensor& t) {
   if (std::none_of(into.begin(), into.end(), [&](const Tensor& o) { return o.is_same(t); })) into.push_back(t);
 }
@@ -72,14 +70,14 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
     for (auto& [name, p] : m->named_parameters()) {
       if (contains(claimed, p)) continue;
       add_unique(claimed, p);
-      const Shape shape = logical_shape(p);
+      const Shape shape = global_shape_of(p);
       DTR_CHECK(!shape.empty(), "estimate_memory: parameter '{}' is 0-dim (fully_shard needs dim 0)", name);
-      const int64_t rows = shape[0], row_numel = logical_numel(p) / std::max<int64_t>(rows, 1);
+      const int64_t rows = shape[0], row_numel = global_numel_of(p) / std::max<int64_t>(rows, 1);
       const int64_t chunk = (rows + k - 1) / k;
       const int64_t local_rows = std::clamp<int64_t>(rows - l.shard_index * chunk, 0, chunk);
       const DType compute = options.param_dtype && is_floating(p.dtype()) ? *options.param_dtype : p.dtype();
       group_compute = compute;
-      g.numel += logical_numel(p);
+      g.numel += global_numel_of(p);
       g.shard_numel += local_rows * row_numel;
       g.flat_numel += chunk * row_numel;
       e.params += local_rows * row_numel * size_of(p.dtype());

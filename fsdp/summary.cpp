@@ -12,8 +12,6 @@ namespace dtr::fsdp {
 
 namespace {
 
-int64_t logical_numel(const Tensor& t) { return t.dtensor_spec() ? numel_of(t.dtensor_spec()->shape) : t.numel(); }
-
 std::string join(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (b.empty()) return a;
@@ -75,8 +73,8 @@ void visit(nn::Module& module, const std::string& path, int depth, bool under_gr
   for (auto& [name, p] : module.named_parameters()) {
     if (std::any_of(seen.begin(), seen.end(), [&](const Tensor& o) { return o.is_same(p); })) continue;
     seen.push_back(p);
-    row.num_params += logical_numel(p);
-    row.bytes += logical_numel(p) * static_cast<int64_t>(element_size(p.dtype()));
+    row.num_params += global_numel_of(p);
+    row.bytes += global_numel_of(p) * static_cast<int64_t>(element_size(p.dtype()));
   }
   const bool sharded = is_fully_sharded(module);
   if (sharded) row.group = group_of(module, !under_group, paths);

@@ -1,6 +1,7 @@
 #include "fsdp/wrap_policy.h"
 
 #include "base/error.h"
+#include "dtensor/dtensor_spec.h"
 
 #include <algorithm>
 
@@ -47,8 +48,6 @@ void add_unique(std::vector<Tensor>& into, const Tensor& t) {
   if (std::none_of(into.begin(), into.end(), [&](const Tensor& o) { return o.is_same(t); })) into.push_back(t);
 }
 
-int64_t logical_numel(const Tensor& t) { return t.dtensor_spec() ? numel_of(t.dtensor_spec()->shape) : t.numel(); }
-
 // Post-order walk: returns the parameters of `module`'s subtree no selected
 // module claims, appending selected descendants to `out`.
 std::vector<Tensor> walk(nn::Module& module, const std::string& path, bool is_root, const WrapPolicy& policy,
@@ -63,7 +62,7 @@ std::vector<Tensor> walk(nn::Module& module, const std::string& path, bool is_ro
   }
   if (is_root) return unclaimed;
   int64_t count = 0;
-  for (const Tensor& t : unclaimed) count += logical_numel(t);
+  for (const Tensor& t : unclaimed) count += global_numel_of(t);
   if (policy(module, count)) {
     out.emplace_back(path, &module);
     return {};

@@ -18,20 +18,20 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, double init_std, const
     : init_std_(init_std) {
   DTR_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got {} x {}",
             num_embeddings, dim);
-  register_parameter("weight", empty({num_embeddings, dim}, param_options(options)));
+  weight_ = register_parameter("weight", empty({num_embeddings, dim}, param_options(options)));
   NoGradGuard no_grad;
   reset_own_parameters();
 }
 
-void Embedding::reset_own_parameters() { normal_(parameter("weight"), 0.0, init_std_); }
+void Embedding::reset_own_parameters() { normal_(weight_, 0.0, init_std_); }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(parameter("weight"), indices); }
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight_, indices); }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, const LayerOptions& options)
     : dim_(dim), eps_(eps), affine_(affine) {
   if (affine_) {
-    register_parameter("weight", empty({dim}, param_options(options)));
-    register_parameter("bias", empty({dim}, param_options(options)));
+    weight_ = register_parameter("weight", empty({dim}, param_options(options)));
+    bias_ = register_parameter("bias", empty({dim}, param_options(options)));
     NoGradGuard no_grad;
     reset_own_parameters();
   }
@@ -39,24 +39,24 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool affine, const LayerOptions& o
 
 void LayerNorm::reset_own_parameters() {
   if (!affine_) return;
-  parameter("weight").fill_(1);
-  parameter("bias").zero_();
+  weight_->fill_(1);
+  bias_->zero_();
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  return affine_ ? layer_norm(x, dim_, parameter("weight"), parameter("bias"), eps_)
+  return affine_ ? layer_norm(x, dim_, weight_, bias_, eps_)
                  : layer_norm(x, dim_, Tensor(), Tensor(), eps_);
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps, const LayerOptions& options) : eps_(eps) {
-  register_parameter("weight", empty({dim}, param_options(options)));
+  weight_ = register_parameter("weight", empty({dim}, param_options(options)));
   NoGradGuard no_grad;
   reset_own_parameters();
 }
 
-void RMSNorm::reset_own_parameters() { parameter("weight").fill_(1); }
+void RMSNorm::reset_own_parameters() { weight_->fill_(1); }
 
-Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, parameter("weight"), eps_); }
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, weight_, eps_); }
 
 Dropout::Dropout(double p) : p_(p) {
   DTR_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got {}", p);

@@ -23,6 +23,7 @@ class Embedding : public Module {
 
  private:
   double init_std_;
+  Parameter weight_;
 };
 
 class LayerNorm : public Module {
@@ -38,6 +39,7 @@ class LayerNorm : public Module {
   int64_t dim_;
   double eps_;
   bool affine_;
+  Parameter weight_, bias_;  // affine only
 };
 
 class RMSNorm : public Module {
@@ -51,6 +53,7 @@ class RMSNorm : public Module {
 
  private:
   double eps_;
+  Parameter weight_;
 };
 
 class Dropout : public Module {

@@ -13,39 +13,38 @@ namespace dtr::nn {
 Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
     : in_(in_features),
       out_(out_features),
-      bias_(options.bias),
       init_std_(options.init_std),
       activation_(options.activation) {
   DTR_CHECK(in_features > 0 && out_features > 0,
             "Linear: in_features and out_features must be positive, got {} and {}", in_features,
             out_features);
   TensorOptions t{.dtype = options.dtype, .device = options.device, .tag = MemoryTag::param};
-  register_parameter("weight", empty({out_, in_}, t));
-  if (bias_) register_parameter("bias", empty({out_}, t));
+  weight_ = register_parameter("weight", empty({out_, in_}, t));
+  if (options.bias) bias_ = register_parameter("bias", empty({out_}, t));
   NoGradGuard no_grad;
   reset_own_parameters();
 }
 
 void Linear::reset_own_parameters() {
   if (init_std_ > 0) {
-    normal_(parameter("weight"), 0.0, init_std_);
-    if (bias_) parameter("bias").zero_();
+    normal_(weight_, 0.0, init_std_);
+    if (bias_.defined()) bias_->zero_();
     return;
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
-  uniform_(parameter("weight"), -bound, bound);
-  if (bias_) uniform_(parameter("bias"), -bound, bound);
+  uniform_(weight_, -bound, bound);
+  if (bias_.defined()) uniform_(bias_, -bound, bound);
 }
 
 Tensor Linear::forward(const Tensor& input) {
   // The weight slot's in dim: in_features, or this rank's share of it when the
   // slot holds a tensor-parallel shard (nn/tensor_parallel/).
-  const Tensor& weight = parameter("weight");
+  const Tensor& weight = weight_;
   const int64_t in = weight.dim() == 2 ? weight.size(1) : in_;
   DTR_CHECK(input.dim() >= 1 && input.size(-1) == in,
             "Linear: expected input with last dim {} (in_features{}), got shape {}", in,
             in == in_ ? "" : ", this rank's share", shape_str(input.sizes()));
-  return linear(input, weight, bias_ ? parameter("bias") : Tensor(), activation_);
+  return linear(input, weight, bias_.defined() ? bias_.data() : Tensor(), activation_);
 }
 
 }  // namespace dtr::nn

@@ -33,9 +33,10 @@ class Linear : public Module {
 
  private:
   int64_t in_, out_;
-  bool bias_;
   double init_std_;
   LinearActivation activation_;
+  Parameter weight_;
+  Parameter bias_;  // undefined without a bias
 };
 
 }  // namespace dtr::nn

@@ -136,7 +136,8 @@ void name_modules_for_profiling(Module& root) {
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out = parameters_;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, p] : parameters_) out.emplace_back(name, p.data());
   if (!recurse) return out;
   for (const auto& [child_name, child] : children_) {
     for (auto& [name, p] : child->named_parameters(true)) out.emplace_back(join_name(child_name, name), p);
@@ -175,8 +176,8 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
-Tensor* Module::find_parameter(const std::string& name) {
-  for (auto& [n, p] : parameters_) {
+const Parameter* Module::find_parameter(const std::string& name) const {
+  for (const auto& [n, p] : parameters_) {
     if (n == name) return &p;
   }
   return nullptr;
@@ -187,25 +188,23 @@ bool Module::has_parameter(const std::string& name) const {
 }
 
 const Tensor& Module::parameter(const std::string& name) const {
-  for (const auto& [n, p] : parameters_) {
-    if (n == name) return p;
-  }
+  if (const Parameter* p = find_parameter(name)) return p->data();
   std::vector<std::string> names;
   for (const auto& [n, p] : parameters_) names.push_back(n);
   DTR_FAIL("{}: no parameter named '{}' (it has: {})", type_name(), name, fmt::join(names, ", "));
 }
 
 void Module::set_parameter(const std::string& name, Tensor value) {
-  Tensor* slot = find_parameter(name);
-  DTR_CHECK(slot != nullptr, "{}: no parameter named '{}' to replace", type_name(), name);
-  *slot = std::move(value);
+  const Parameter* p = find_parameter(name);
+  DTR_CHECK(p != nullptr, "{}: no parameter named '{}' to replace", type_name(), name);
+  p->slot() = std::move(value);
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+Parameter Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_local_name(*this, "parameter", name);
   DTR_CHECK(value.defined(), "{}: parameter '{}' is undefined", type_name(), name);
   DTR_CHECK(!has_parameter(name), "{}: parameter '{}' is registered twice", type_name(), name);
-  parameters_.emplace_back(name, as_parameter(std::move(value), requires_grad));
+  parameters_.emplace_back(name, Parameter(std::make_shared<Tensor>(as_parameter(std::move(value), requires_grad))));
   return parameters_.back().second;
 }
 
@@ -244,7 +243,8 @@ void Module::on_replace_child(const std::string& name, const ModulePtr& old_modu
 
 void Module::to(Device device) {
   NoGradGuard no_grad;
-  for (auto& [name, p] : parameters_) {
+  for (auto& [name, param] : parameters_) {
+    Tensor& p = param.slot();
     if (p.device() == device) continue;
     bool wants_grad = p.requires_grad();
     MemoryTagGuard tag(MemoryTag::param);
@@ -258,7 +258,8 @@ void Module::to(Device device) {
 
 void Module::to(DType dtype) {
   NoGradGuard no_grad;
-  for (auto& [name, p] : parameters_) {
+  for (auto& [name, param] : parameters_) {
+    Tensor& p = param.slot();
     if (!is_floating(p.dtype()) || p.dtype() == dtype) continue;
     bool wants_grad = p.requires_grad();
     MemoryTagGuard tag(MemoryTag::param);
@@ -271,7 +272,8 @@ void Module::to(DType dtype) {
 }
 
 void Module::to_empty(Device device) {
-  for (auto& [name, p] : parameters_) {
+  for (auto& [name, param] : parameters_) {
+    Tensor& p = param.slot();
     bool wants_grad = p.requires_grad();
     Tensor fresh = as_parameter(empty(p.sizes(), {.dtype = p.dtype(), .device = device, .tag = MemoryTag::param}),
                                 wants_grad);

@@ -6,7 +6,9 @@
 //   - named_parameters() / named_modules() with dotted names ("layers.0.weight");
 //   - parameter slots whose content can be swapped (set_parameter): a sharded
 //     tensor between steps, an unsharded one during compute. Modules read their
-//     parameters through the slot on every forward, never caching the tensor;
+//     parameters through the slot on every forward: by name (parameter()), or
+//     through the Parameter handle register_parameter returned (nn/parameter.h),
+//     never through a Tensor copied out of the slot;
 //   - forward pre-hooks and post-hooks that see and may replace the input and
 //     the output. Call a module with operator(), which runs the hooks; calling
 //     forward() directly bypasses them.
@@ -36,6 +38,7 @@
 // output, an order that one hook among others cannot guarantee.
 #pragma once
 
+#include "nn/parameter.h"
 #include "tensor/tensor.h"
 
 #include <functional>
@@ -122,8 +125,9 @@ class Module {
   void set_profile_name(std::string_view name);
 
  protected:
-  // Registers a parameter (made a leaf requiring grad if floating) and returns it.
-  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  // Registers a parameter (made a leaf requiring grad if floating) and returns the
+  // handle to its slot, which a module may keep in a member.
+  Parameter register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
   void register_buffer(const std::string& name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -148,9 +152,9 @@ class Module {
   void add_child(const std::string& name, ModulePtr module);
   // Hooks and forward; `backward` (profiling only) times this call's backward.
   Tensor call_with_hooks(const Tensor& input, const std::shared_ptr<detail::ModuleBackwardSpan>& backward);
-  Tensor* find_parameter(const std::string& name);
+  const Parameter* find_parameter(const std::string& name) const;
 
-  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Parameter>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;

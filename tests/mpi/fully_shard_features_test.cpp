@@ -5,6 +5,8 @@
 #include "fsdp/fully_shard.h"
 #include "fsdp/state_dict.h"
 #include "mesh/distributed.h"
+#include "mesh/process_group.h"
+#include "mesh/reduce_op.h"
 #include "mpi_test_util.h"
 #include "nn/container.h"
 #include "nn/linear.h"
@@ -14,9 +16,12 @@
 #include "nn/simple_model.h"
 #include "nn/transformer.h"
 #include "tensor/allocator.h"
+#include "tensor/autograd/grad_mode.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
 #include "tensor/ops/nn.h"
 #include "tensor/ops/reduce.h"
+#include "tensor/random.h"
 
 #include "tiny_transformer.h"
 
@@ -110,6 +115,71 @@ TEST_CASE("uneven and empty shards: a 7x5 weight and a bias of 3 train like the 
   }
   if (distributed::world_size() == 4 && distributed::rank() == 3) {
     REQUIRE(model->named_parameters().back().second.numel() == 0);  // fc2.bias: 3 rows over 4 ranks
+  }
+}
+
+namespace {
+
+// A user's module in the libtorch habit: it keeps the Parameter handles
+// register_parameter returns in members and computes with them, never reading its
+// parameters by name. 5 rows: uneven over 2-4 ranks, empty on the last of 4.
+class CachedHandles : public nn::Module {
+ public:
+  CachedHandles() {
+    autograd::NoGradGuard no_grad;
+    manual_seed(5);
+    uniform_(weight_, -0.5, 0.5);
+    uniform_(bias_, -0.5, 0.5);
+  }
+  std::string type_name() const override { return "CachedHandles"; }
+  Tensor forward(const Tensor& x) override { return add(matmul(x, weight_->t()), bias_); }
+
+ private:
+  nn::Parameter weight_ = register_parameter("weight", empty({5, 3}, {.dtype = DType::f64}));
+  nn::Parameter bias_ = register_parameter("bias", empty({5}, {.dtype = DType::f64}));
+};
+
+}  // namespace
+
+TEST_CASE("a module that keeps its Parameter handles in members trains under fully_shard like one process") {
+  CachedHandles reference, model;
+  fsdp::fully_shard(model);
+  nn::optim::AdamW ref_opt(reference.parameters(), {.lr = 0.05});
+  nn::optim::AdamW opt(model.parameters(), {.lr = 0.05});
+  const int64_t global = 12;
+  auto [begin, end] = my_rows(global);
+  std::vector<double> ref_losses, losses;
+  for (int step = 0; step < 6; ++step) {
+    std::vector<double> xs, ys;
+    for (int64_t b = 0; b < global; ++b) {
+      for (int64_t f = 0; f < 3; ++f) xs.push_back(std::sin(0.3 * b + 0.7 * f + step));
+      for (int64_t o = 0; o < 5; ++o) ys.push_back(std::cos(0.2 * b - 0.5 * o + step));
+    }
+    Tensor x = from_vector(xs, {global, 3}), y = from_vector(ys, {global, 5});
+    Tensor ref_diff = sub(reference(x), y);
+    Tensor ref_loss = mean(mul(ref_diff, ref_diff));
+    ref_loss.backward();
+    ref_opt.step();
+    ref_opt.zero_grad();
+    ref_losses.push_back(ref_loss.item());
+    Tensor xr = x.narrow(0, begin, end - begin), yr = y.narrow(0, begin, end - begin);
+    Tensor diff = sub(model(xr), yr);
+    Tensor loss = mean(mul(diff, diff));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    Tensor total = loss.detach().clone();  // the global mean: ranks hold equal row counts
+    distributed::world_group()->all_reduce(total, mesh::ReduceOp::avg())->wait();
+    losses.push_back(total.item());
+  }
+  REQUIRE(ref_losses.back() < 0.8 * ref_losses.front());  // the reference learns
+  for (size_t i = 0; i < losses.size(); ++i) REQUIRE(losses[i] == Approx(ref_losses[i]).epsilon(1e-12));
+  auto expected = reference.named_parameters();
+  auto got = model.named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    auto g = values_of(full_of(got[i].second)), e = values_of(expected[i].second);
+    for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-10));
   }
 }
 
