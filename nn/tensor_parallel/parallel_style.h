@@ -29,7 +29,7 @@
 #include <variant>
 #include <vector>
 
-namespace dtr::tp {
+namespace dtr::nn::tensor_parallel {
 
 struct ColwiseParallel {
   Placement input_layout = Replicate();
@@ -46,4 +46,4 @@ using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel>;
 // Module name (dotted, as named_modules() gives it; "" is the root) -> style.
 using ParallelizePlan = std::vector<std::pair<std::string, ParallelStyle>>;
 
-}  // namespace dtr::tp
+}  // namespace dtr::nn::tensor_parallel

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-namespace dtr::tp {
+namespace dtr::nn::tensor_parallel {
 
 namespace {
 
@@ -160,4 +160,4 @@ DTensor parameter_dtensor(nn::Module& module, const ParameterSpecs& specs, const
   DTR_FAIL("parameter_dtensor: the module has no parameter '{}'", name);
 }
 
-}  // namespace dtr::tp
+}  // namespace dtr::nn::tensor_parallel

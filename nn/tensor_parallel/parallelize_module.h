@@ -2,6 +2,7 @@
 // parameters, hooks for the inputs and outputs) to the nn::Linear layers of a
 // module tree, like torch.distributed.tensor.parallel.parallelize_module.
 //
+//   namespace tp = dtr::nn::tensor_parallel;
 //   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {world_size}, {"tp"});
 //   auto specs = tp::parallelize_module(mlp, mesh, {{"0", tp::ColwiseParallel{}},
 //                                                   {"2", tp::RowwiseParallel{}}});
@@ -28,7 +29,7 @@
 #include <map>
 #include <string>
 
-namespace dtr::tp {
+namespace dtr::nn::tensor_parallel {
 
 // The DTensor spec of every parameter the plan sharded, by dotted name.
 using ParameterSpecs = std::map<std::string, DTensorSpec>;
@@ -38,4 +39,4 @@ ParameterSpecs parallelize_module(nn::Module& module, const mesh::DeviceMesh& me
 // The parameter `name` of `module` (its local shard) as a DTensor with its spec.
 DTensor parameter_dtensor(nn::Module& module, const ParameterSpecs& specs, const std::string& name);
 
-}  // namespace dtr::tp
+}  // namespace dtr::nn::tensor_parallel

@@ -14,6 +14,7 @@
 using namespace dtr;
 using namespace dtr::testing;
 using dtr::mesh::init_device_mesh;
+namespace tp = dtr::nn::tensor_parallel;
 
 namespace {
 
