@@ -2,11 +2,58 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <stdexcept>
 
 namespace dtr::train {
+
+namespace {
+
+// A model file's fields, each checked for the JSON type and range it needs: a
+// value outside them is an error naming the field, never silently changed.
+class ModelFile {
+ public:
+  ModelFile(const nlohmann::json& j, const std::string& path) : j_(j), path_(path) {}
+
+  // An integer >= min (`note` says what the smallest value means, if anything).
+  int64_t integer(const char* key, int64_t fallback, int64_t min, const char* note = "") const {
+    if (!j_.contains(key)) return fallback;
+    const nlohmann::json& v = j_.at(key);
+    const bool fits = v.is_number_integer() &&
+                      !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()});
+    if (!fits || v.get<int64_t>() < min) fail(key, fmt::format("an integer >= {}{}", min, note), v);
+    return v.get<int64_t>();
+  }
+  // A number in [min, max) or, with min_open, in (min, max).
+  double real(const char* key, double fallback, double min, bool min_open, double max) const {
+    if (!j_.contains(key)) return fallback;
+    const nlohmann::json& v = j_.at(key);
+    const double x = v.is_number() ? v.get<double>() : 0;
+    if (!v.is_number() || !std::isfinite(x) || (min_open ? x <= min : x < min) || x >= max) {
+      fail(key, std::isfinite(max) ? fmt::format("a number in {}{}, {})", min_open ? "(" : "[", min, max)
+                                   : fmt::format("a number > {}", min),
+           v);
+    }
+    return x;
+  }
+  bool boolean(const char* key, bool fallback) const {
+    if (!j_.contains(key)) return fallback;
+    if (!j_.at(key).is_boolean()) fail(key, "true or false", j_.at(key));
+    return j_.at(key).get<bool>();
+  }
+
+ private:
+  [[noreturn]] void fail(const char* key, const std::string& expected, const nlohmann::json& got) const {
+    throw std::invalid_argument(fmt::format("model file {}: '{}' must be {}, got {}", path_, key, expected, got.dump()));
+  }
+  const nlohmann::json& j_;
+  const std::string& path_;
+};
+
+}  // namespace
 
 bool is_model_name(const std::string& model) {
   return model == "tiny" || model == "small" || model == "gpt2-124m" || model == "llama-7b";
@@ -57,31 +104,30 @@ nn::TransformerConfig model_config(const std::string& model, int64_t dataset_voc
     static const std::set<std::string> known = {"style",       "dim",         "n_layers",   "n_heads",
                                                 "n_kv_heads",  "ffn_hidden",  "max_seq_len", "vocab_size",
                                                 "tie_weights", "dropout",     "norm_eps",   "rope_theta"};
-    try {
-      for (const auto& [key, value] : j.items()) {
-        if (!known.contains(key)) throw std::invalid_argument(fmt::format("model file {}: unknown key '{}'", model, key));
-      }
-      if (j.contains("style")) {
-        const auto s = j["style"].get<std::string>();
-        if (s != "llama" && s != "gpt2") {
-          throw std::invalid_argument(fmt::format("model file {}: style '{}' (expected llama or gpt2)", model, s));
-        }
-        c.style = s == "gpt2" ? nn::TransformerStyle::gpt2 : nn::TransformerStyle::llama;
-      }
-      c.dim = j.value("dim", int64_t{256});
-      c.n_layers = j.value("n_layers", int64_t{4});
-      c.n_heads = j.value("n_heads", int64_t{8});
-      c.n_kv_heads = j.value("n_kv_heads", int64_t{0});
-      c.ffn_hidden = j.value("ffn_hidden", int64_t{0});
-      c.max_seq_len = j.value("max_seq_len", int64_t{256});
-      c.vocab_size = j.value("vocab_size", dataset_vocab);
-      c.tie_weights = j.value("tie_weights", false);
-      c.dropout = j.value("dropout", 0.0);
-      c.norm_eps = j.value("norm_eps", 1e-5);
-      c.rope_theta = j.value("rope_theta", 10000.0);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::invalid_argument(fmt::format("model file {}: {}", model, e.what()));
+    for (const auto& [key, value] : j.items()) {
+      if (!known.contains(key)) throw std::invalid_argument(fmt::format("model file {}: unknown key '{}'", model, key));
     }
+    if (j.contains("style")) {
+      const nlohmann::json& s = j["style"];
+      if (!s.is_string() || (s != "llama" && s != "gpt2")) {
+        throw std::invalid_argument(
+            fmt::format("model file {}: 'style' must be \"llama\" or \"gpt2\", got {}", model, s.dump()));
+      }
+      c.style = s == "gpt2" ? nn::TransformerStyle::gpt2 : nn::TransformerStyle::llama;
+    }
+    const ModelFile f(j, model);
+    const double inf = std::numeric_limits<double>::infinity();
+    c.dim = f.integer("dim", 256, 1);
+    c.n_layers = f.integer("n_layers", 4, 1);
+    c.n_heads = f.integer("n_heads", 8, 1);
+    c.n_kv_heads = f.integer("n_kv_heads", 0, 0, " (0: as many as n_heads)");
+    c.ffn_hidden = f.integer("ffn_hidden", 0, 0, " (0: the style's default)");
+    c.max_seq_len = f.integer("max_seq_len", 256, 1);
+    c.vocab_size = f.integer("vocab_size", dataset_vocab, 1);
+    c.tie_weights = f.boolean("tie_weights", false);
+    c.dropout = f.real("dropout", 0.0, 0.0, false, 1.0);
+    c.norm_eps = f.real("norm_eps", 1e-5, 0.0, true, inf);
+    c.rope_theta = f.real("rope_theta", 10000.0, 0.0, true, inf);
     if (c.vocab_size < dataset_vocab) {
       throw std::invalid_argument(fmt::format("model file {}: vocab_size {} is smaller than the data's vocabulary {}",
                                               model, c.vocab_size, dataset_vocab));
