@@ -2,7 +2,8 @@
 # Final checkpoint test of dtr-train on 2 ranks: a run without --ckpt-every still
 # saves <out>/checkpoints/step_<steps> at the end (and names it in its last line);
 # --resume from it with more --steps continues at the next step; with
-# --no-final-checkpoint no checkpoint is written.
+# --no-final-checkpoint no checkpoint is written; resuming at or past --steps says
+# there is nothing to train and prints no figures.
 #   final_checkpoint_test.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
 set -euo pipefail
 train=$1 out=$2 mpiexec=$3
@@ -30,4 +31,13 @@ run b "${mpi[@]}" --steps 9 --resume "$out/a/checkpoints/step_6" --no-final-chec
 [[ $(steps_of "$out/b/metrics.jsonl") == "7 8 9 " ]] ||
   fail "b: resumed from step 6 logged steps '$(steps_of "$out/b/metrics.jsonl")', expected 7 8 9"
 [[ -e "$out/b/checkpoints" ]] && fail "b: --no-final-checkpoint still wrote $(ls "$out/b/checkpoints")"
-echo "PASS: final checkpoint step_6 written without --ckpt-every, resumed to step 9, none with --no-final-checkpoint"
+# Resuming at or past --steps: nothing to train, said in one line; no step, no figures, no checkpoint.
+for steps in 6 4; do
+  run "done_$steps" "${mpi[@]}" --steps "$steps" --resume "$out/a/checkpoints/step_6" --out "$out/done_$steps"
+  grep -q "^nothing to train: $out/a/checkpoints/step_6 is after step 6 and --steps is $steps;" "$out/done_$steps.log" ||
+    fail "done_$steps: no 'nothing to train' line: $(cat "$out/done_$steps.log")"
+  grep -Eq "^done:|tokens/s|^step " "$out/done_$steps.log" && fail "done_$steps: printed figures: $(cat "$out/done_$steps.log")"
+  [[ -e "$out/done_$steps/checkpoints" ]] && fail "done_$steps: wrote $(ls "$out/done_$steps/checkpoints")"
+done
+echo "PASS: final checkpoint step_6 written without --ckpt-every, resumed to step 9, none with --no-final-checkpoint;"\
+     "resuming at or past --steps trains nothing and says so"

@@ -250,7 +250,14 @@ int run_training(TrainConfig c) {
   if (!c.resume.empty()) {
     start_step = load_training_checkpoint(c.resume, *model, opt, *s.sampler);
     if (rank == 0) fmt::print("resumed from {} after step {}\n", c.resume, start_step);
-  }
+    if (start_step >= c.steps) {  // every rank read the same step
+      if (rank == 0) {
+        fmt::print("nothing to train: {} is after step {} and --steps is {}; give a larger --steps to continue\n",
+                   c.resume, start_step, c.steps);
+        std::fflush(stdout);
+      }
+      return 0;
+    }
 
   const int64_t tokens_per_step = c.global_batch * seq;
   const double flops_per_token = model_flops_per_token(num_params, s.model, seq);
