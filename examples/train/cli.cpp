@@ -75,6 +75,9 @@ void validate(TrainConfig& c, int world_size) {
   if (c.warmup >= c.steps) bad(fmt::format("--warmup {} must be below --steps {}", c.warmup, c.steps));
   if (!(c.weight_decay >= 0)) bad(fmt::format("--weight-decay must be >= 0, got {}", c.weight_decay));
   if (!(c.grad_clip >= 0)) bad(fmt::format("--grad-clip must be >= 0 (0: no clipping), got {}", c.grad_clip));
+  if (c.on_nonfinite != "stop" && c.on_nonfinite != "skip") {
+    bad(fmt::format("--on-nonfinite must be stop or skip, got '{}'", c.on_nonfinite));
+  }
   if (c.mixed_precision != "none" && c.mixed_precision != "bf16") {
     bad(fmt::format("--mixed-precision must be none or bf16, got '{}'", c.mixed_precision));
   }
@@ -120,6 +123,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--schedule", c.schedule, "cosine | constant (after warmup)");
   app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay");
   app.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm to this (0: off)");
+  app.add_option("--on-nonfinite", c.on_nonfinite,
+                 "stop | skip: a step whose loss or gradient norm is NaN or infinite ends the run (exit 1, the "
+                 "parameters as after the previous step) or is dropped");
   app.add_option("--seed", c.seed, "seed for initialisation, data order and sampling");
   app.add_option("--mixed-precision", c.mixed_precision, "none | bf16 (bf16 compute, f32 master weights and reduce)");
   app.add_option("--device", c.device,

@@ -177,6 +177,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"schedule", c.schedule},
           {"weight_decay", c.weight_decay},
           {"grad_clip", c.grad_clip},
+          {"on_nonfinite", c.on_nonfinite},
           {"seed", c.seed},
           {"mixed_precision", c.mixed_precision},
           {"device", c.device},

@@ -38,6 +38,10 @@ struct TrainConfig {
   std::string schedule = "cosine";  // cosine | constant
   double weight_decay = 0.1;
   double grad_clip = 1.0;           // 0: no clipping (the norm is still reported)
+  // A step whose loss or global gradient norm is not finite: stop (end the run
+  // with exit code 1, parameters as after the previous step) or skip (drop its
+  // update and count it).
+  std::string on_nonfinite = "stop";
   uint64_t seed = 1234;
   std::string mixed_precision = "none";  // none | bf16
   std::string device = "cpu";       // cpu | cuda (each rank on the GPU of its local rank)

@@ -29,6 +29,7 @@ void MetricsWriter::write(const StepRecord& r) {
                       {"flops_per_second", r.flops_per_second}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
   if (r.mfu) j["mfu"] = *r.mfu;
+  if (r.skipped) j["skipped"] = true;
   // A non-finite loss is written as null (JSON has no NaN).
   for (const char* key : {"loss", "grad_norm"}) {
     if (!std::isfinite(j[key].get<double>())) j[key] = nullptr;
@@ -59,6 +60,7 @@ std::string format_duration(double seconds) {
 std::string progress_line(const StepRecord& r, const RankPeaks& peaks) {
   const int width = static_cast<int>(std::to_string(r.total_steps).size());
   std::string line = fmt::format("step {:>{}}/{} | loss {:.4f}", r.step, width, r.total_steps, r.loss);
+  if (r.skipped) line += " (skipped: not finite)";
   if (r.val_loss) line += fmt::format(" | val {:.4f}", *r.val_loss);
   line += fmt::format(" | lr {:.2e} | gnorm {:.3f} | {} tok/s | {}FLOP/s", r.lr, r.grad_norm,
                       si(r.tokens_per_second), si(r.flops_per_second));

@@ -33,6 +33,7 @@ struct StepRecord {
   double tokens_per_second = 0;
   double flops_per_second = 0;
   std::optional<double> mfu;  // on a GPU: flops_per_second / the GPU's peak
+  bool skipped = false;       // --on-nonfinite skip dropped this step's update
 };
 
 // Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of tensor/memory_stats.h).

@@ -258,6 +258,7 @@ int run_training(TrainConfig c) {
       }
       return 0;
     }
+  }
 
   const int64_t tokens_per_step = c.global_batch * seq;
   const double flops_per_token = model_flops_per_token(num_params, s.model, seq);
@@ -288,7 +289,8 @@ int run_training(TrainConfig c) {
   const std::string plot_path = (out_dir / "loss.svg").string();
   const std::string plot_title = fmt::format("dtr-train {}: loss per step", c.model);
   const auto start = Clock::now();
-  double first_loss = 0, last_loss = 0;
+  double first_loss = 0, last_loss = 0;  // of the steps that updated the parameters
+  int64_t updated = 0, skipped = 0;       // steps taken, and dropped by --on-nonfinite skip
   int64_t saved_step = -1;  // the step of the last checkpoint this run wrote
   auto checkpoint_dir = [&](int64_t step) { return out_dir / "checkpoints" / fmt::format("step_{}", step); };
   std::optional<StopSignalScope> signals(std::in_place);  // Ctrl-C etc.: stop at a step boundary
@@ -310,14 +312,41 @@ int run_training(TrainConfig c) {
     }
     const double grad_norm = nn::optim::clip_grad_norm_(
         params, c.grad_clip > 0 ? c.grad_clip : std::numeric_limits<double>::infinity());
-    opt.step();
+    // The loss and the gradient norm are global, the same on every rank, so every
+    // rank takes the same branch below.
     const StepConsensus consensus = step_consensus(world, loss_sum / static_cast<double>(c.grad_accum), stop_signal());
     const double loss = consensus.loss;
-    if (step == start_step) first_loss = loss;
-    last_loss = loss;
+    const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
+    if (!finite && c.on_nonfinite == "stop") {
+      if (rank == 0) {
+        write_plot(plot_path, train_curve, val_curve, plot_title);
+        const std::string last_good = saved_step >= 0 ? checkpoint_dir(saved_step).string()
+                                      : !c.resume.empty() ? c.resume
+                                                          : std::string("none (this run saved none)");
+        fmt::print(stderr,
+                   "{}dtr-train: step {}/{}: the {} not finite (loss {}, gradient norm {}); stopped without "
+                   "updating the parameters. Last checkpoint: {}. Lower --lr or --warmup, or pass --on-nonfinite "
+                   "skip to drop such steps\n",
+                   tty ? "\r\033[K" : "", step + 1, c.steps,
+                   std::isfinite(loss)        ? "gradient norm is"
+                   : std::isfinite(grad_norm) ? "loss is"
+                                              : "loss and the gradient norm are",
+                   loss, grad_norm, last_good);
+        std::fflush(stderr);
+      }
+      return 1;
+    }
+    if (finite) {
+      opt.step();
+      if (updated++ == 0) first_loss = loss;
+      last_loss = loss;
+    } else {
+      opt.zero_grad();  // --on-nonfinite skip: the update is dropped
+      ++skipped;
+    }
 
     StepRecord r{.step = step + 1, .total_steps = c.steps, .loss = loss, .lr = lr, .grad_norm = grad_norm,
-                 .tokens = tokens_per_step};
+                 .tokens = tokens_per_step, .skipped = !finite};
     r.step_seconds = seconds_since(t0);
     const bool last = step + 1 == c.steps;
     if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
@@ -382,8 +411,9 @@ int run_training(TrainConfig c) {
   // 4. The end: plot, summary, sample.
   if (rank == 0) {
     write_plot(plot_path, train_curve, val_curve, plot_title);
-    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, val loss {:.4f}, {:.0f} tokens/s; wrote {}, {}, {}{}\n",
-               c.steps, format_duration(elapsed), first_loss, last_loss, val_curve.empty() ? 0.0 : val_curve.back().second,
+    fmt::print("done: {} steps{} in {}, loss {:.4f} -> {:.4f}, val loss {:.4f}, {:.0f} tokens/s; wrote {}, {}, {}{}\n",
+               c.steps, skipped > 0 ? fmt::format(" ({} skipped: non-finite loss or gradient norm)", skipped) : "",
+               format_duration(elapsed), first_loss, last_loss, val_curve.empty() ? 0.0 : val_curve.back().second,
                static_cast<double>(tokens_per_step * (c.steps - start_step)) / elapsed, (out_dir / "metrics.jsonl").string(),
                plot_path, (out_dir / "config.json").string(), final_dir.empty() ? "" : ", checkpoint " + final_dir);
     std::fflush(stdout);

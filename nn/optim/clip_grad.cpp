@@ -267,7 +267,21 @@ double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type)
   return total;
 }
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+namespace {
+
+// The norm is the global one, the same on every rank, so every rank throws or none.
+double checked_norm(double total, double norm_type, bool error_if_nonfinite) {
+  DTR_CHECK(!error_if_nonfinite || std::isfinite(total),
+            "clip_grad_norm_: the total norm of order {} of the gradients is {}, so they cannot be clipped; they "
+            "were left unchanged (pass error_if_nonfinite = false to get the norm back and decide, e.g. skip the step)",
+            norm_type, total);
+  return total;
+}
+
+}  // namespace
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
   DTR_PROFILE_SCOPE("optim", "clip_grad_norm");
   DTR_CHECK(max_norm >= 0.0 && !std::isnan(max_norm),
             "clip_grad_norm_: max_norm must be >= 0, got {}", max_norm);
@@ -288,12 +302,12 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
       if (p.grad().defined() && p.grad().numel() > 0) grads.push_back(p.grad());
     }
     cuda_scale_grads(grads, norm_and_coef.narrow(0, 1, 1), 1.0);
-    return norm_and_coef.narrow(0, 0, 1).item<double>();
+    return checked_norm(norm_and_coef.narrow(0, 0, 1).item<double>(), norm_type, error_if_nonfinite);
   }
 #endif
   const double total = total_norm_from_pow(global_grad_norm_pow(params, norm_type), norm_type);
   if (std::isfinite(total) && total > max_norm) scale_grads_(params, max_norm / (total + 1e-6));
-  return total;
+  return checked_norm(total, norm_type, error_if_nonfinite);
 }
 
 }  // namespace dtr::nn::optim

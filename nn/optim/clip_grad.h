@@ -49,7 +49,9 @@ double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type 
 // Returns the total (global) norm. When it exceeds max_norm (>= 0), scales every grad by
 // max_norm / (total + 1e-6), as PyTorch does. When the total norm is NaN or
 // infinite the grads are left unchanged (PyTorch would scale them into NaNs);
-// the caller sees the non-finite norm and decides (e.g. skips the step).
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+// the caller sees the non-finite norm and decides (e.g. skips the step), or, with
+// error_if_nonfinite (as PyTorch's), gets a dtr::Error saying so.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
 
 }  // namespace dtr::nn::optim

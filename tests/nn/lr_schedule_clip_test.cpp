@@ -137,3 +137,17 @@ TEST_CASE("clip_grad_norm_ leaves grads alone on a non-finite norm and refuses b
   CHECK_THROWS_WITH(local_grad_norm_pow({Tensor()}), Catch::Contains("undefined"));
   CHECK(clip_grad_norm_({}, 1.0) == 0.0);
 }
+
+TEST_CASE("clip_grad_norm_ with error_if_nonfinite throws on a NaN or infinite norm and leaves grads alone",
+          "[optim]") {
+  Tensor a = param_with_grad({std::nan(""), 2.0}, {2});
+  CHECK_THROWS_WITH(clip_grad_norm_({a}, 1.0, 2.0, /*error_if_nonfinite=*/true),
+                    Catch::Contains("total norm of order 2 of the gradients is nan"));
+  CHECK(a.grad().to_vector<double>()[1] == 2.0);
+  Tensor b = param_with_grad({-std::numeric_limits<double>::infinity()}, {1});
+  CHECK_THROWS_WITH(clip_grad_norm_({b}, 1.0, std::numeric_limits<double>::infinity(), true),
+                    Catch::Contains("is inf"));
+  Tensor c = param_with_grad({3.0, -4.0}, {2});  // finite: clipped as without the flag
+  CHECK(clip_grad_norm_({c}, 1.0, 2.0, true) == Approx(5.0).margin(1e-12));
+  CHECK(c.grad().to_vector<double>()[0] == Approx(3.0 / (5.0 + 1e-6)).margin(1e-12));
+}

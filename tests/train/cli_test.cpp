@@ -38,6 +38,7 @@ TEST_CASE("dtr-train flags resolve gradient accumulation, warmup and min lr", "[
   REQUIRE(d.config.has_value());
   REQUIRE(d.config->micro_batch == 4);  // 16 / 4 ranks
   REQUIRE(d.config->grad_accum == 1);
+  REQUIRE(d.config->on_nonfinite == "stop");  // a non-finite step ends the run
   const auto flags = parse({"--activation-checkpointing", "on", "--reshard-after-forward", "false",
                             "--mixed-precision", "bf16"});
   REQUIRE(flags.config.has_value());
@@ -58,6 +59,7 @@ TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "
   expect_bad({"--steps", "-3"}, "--steps");
   expect_bad({"--steps", "0"}, "--steps");
   expect_bad({"--steps", "many"}, "--steps");
+  expect_bad({"--on-nonfinite", "ignore"}, "--on-nonfinite");
   expect_bad({"--global-batch", "10", "--micro-batch", "4"}, "--global-batch");
   expect_bad({"--global-batch", "9"}, "--global-batch", 2);
   expect_bad({"--model", "huge"}, "--model");
