@@ -228,7 +228,7 @@ WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
   check_defined(t, "input", "send");
   check_device(t, "send");
   DTR_CHECK(dst >= 0 && dst < size(), "send: destination {} is not a rank of group {}", dst, describe());
-  DTR_CHECK(tag >= 0, "send: expected a non-negative tag, got {}", tag);
+  DTR_CHECK(tag >= 0 && tag <= kMaxTag, "send: expected a tag in [0, {}], got {}", kMaxTag, tag);
   Tensor input = t.contiguous();
   auto call = begin_collective(span, CollectiveKind::send, input, {}, std::nullopt, dst);
   return finish_issue(do_send(input, dst, tag, call), call, span);
@@ -240,7 +240,7 @@ WorkPtr ProcessGroup::recv(const Tensor& t, int src, int tag) {
   check_device(t, "recv");
   check_contiguous(t, "output", "recv");
   DTR_CHECK(src >= 0 && src < size(), "recv: source {} is not a rank of group {}", src, describe());
-  DTR_CHECK(tag >= 0, "recv: expected a non-negative tag, got {}", tag);
+  DTR_CHECK(tag >= 0 && tag <= kMaxTag, "recv: expected a tag in [0, {}], got {}", kMaxTag, tag);
   auto call = begin_collective(span, CollectiveKind::recv, {}, t, std::nullopt, src);
   return finish_issue(do_recv(t, src, tag, call), call, span);
 }

@@ -62,6 +62,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr barrier();
   // Point to point; dst/src are ranks of this group. Not part of the collective
   // sequence and not checked by DTR_DEBUG_COLLECTIVES.
+  // Tags are in [0, kMaxTag]; kMaxTag + 1 is reserved for the DTR_DEBUG_COLLECTIVES
+  // exchange (32767 is the largest tag every MPI accepts).
+  static constexpr int kMaxTag = 32766;
   WorkPtr send(const Tensor& t, int dst, int tag = 0);
   WorkPtr recv(const Tensor& t, int src, int tag = 0);
 

@@ -68,6 +68,19 @@ class Watchdog {
     }
   }
 
+  [[noreturn]] void end(const std::string& message) {
+    DTR_LOG_ERROR("{}", message);
+    logger().flush();
+    std::fflush(stderr);
+    std::function<void()> handler;
+    {
+      std::lock_guard lock(mutex_);
+      handler = handler_;
+    }
+    if (handler) handler();
+    std::_Exit(1);
+  }
+
   void stop() {
     {
       std::lock_guard lock(mutex_);
@@ -109,17 +122,9 @@ class Watchdog {
         "collective timed out: {} still pending after {:.1f} s (DTR_COLLECTIVE_TIMEOUT={:.1f} s); "
         "a rank that died, hangs, or issued different collectives on this group; ending the process",
         work.description(), waited, std::chrono::duration<double>(*timeout_).count());
-    DTR_LOG_ERROR("{}", message);
-    logger().flush();
-    std::fflush(stderr);
-    std::function<void()> handler;
-    {
-      std::lock_guard lock(mutex_);
-      handler = handler_;
-    }
-    if (handler) handler();
-    std::_Exit(1);
+    end(message);
   }
+
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -137,5 +142,6 @@ void set_collective_timeout(std::chrono::milliseconds timeout) { Watchdog::insta
 void watch(const WorkPtr& work) { Watchdog::instance().watch(work); }
 void set_timeout_handler(std::function<void()> handler) { Watchdog::instance().set_handler(std::move(handler)); }
 void stop_watchdog() { Watchdog::instance().stop(); }
+void end_on_timeout(const std::string& message) { Watchdog::instance().end(message); }
 
 }  // namespace dtr::mesh

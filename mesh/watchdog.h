@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 namespace dtr::mesh {
 
@@ -26,6 +27,11 @@ void watch(const WorkPtr& work);
 // What the watchdog calls after logging a timeout, before std::_Exit(1) (e.g. to
 // write a flight record). It should not block.
 void set_timeout_handler(std::function<void()> handler);
+
+// Ends the process as the watchdog does on a timeout: logs `message`, runs the
+// timeout handler, exits with status 1. For waits the watchdog cannot see (the
+// DTR_DEBUG_COLLECTIVES exchange, which runs before its collective exists).
+[[noreturn]] void end_on_timeout(const std::string& message);
 
 // Stops the watchdog thread (distributed::finalize calls it).
 void stop_watchdog();

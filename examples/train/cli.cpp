@@ -55,7 +55,9 @@ void validate(TrainConfig& c, int world_size) {
     bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)",
                     c.model));
   }
-  if (!c.data.empty() && !std::filesystem::is_regular_file(c.data)) {
+  if (!c.data.empty() && std::filesystem::is_directory(c.data)) {
+    bad(fmt::format("--data: {} is a directory; expected a token file (text, or an llm.c .bin shard)", c.data));
+  } else if (!c.data.empty() && !std::filesystem::is_regular_file(c.data)) {
     bad(fmt::format("--data: no such file: {}", c.data));
   }
   if (c.data_format != "auto" && c.data_format != "bytes" && c.data_format != "llmc") {

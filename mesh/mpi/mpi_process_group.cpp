@@ -4,10 +4,16 @@
 #include "mesh/mpi/host_staging.h"
 #include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"
+#include "mesh/watchdog.h"
 
+#include <fmt/ranges.h>
+
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <thread>
 
 namespace dtr::mesh::mpi {
 
@@ -221,12 +227,51 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::do_split(int color, int key, std:
   return create(child, std::move(name));
 }
 
+// Point to point with every other member, polled under the MPI lock: the exchange
+// runs before its collective exists, so the watchdog cannot see it, and a blocking
+// all-gather would wait forever for a member that never arrives. Past the
+// collective timeout the process ends naming the members whose call never came.
 std::vector<CollectiveCall> MpiProcessGroup::exchange_calls(const CollectiveCall& mine) {
-  std::vector<CollectiveCall> all(size());
-  ProgressEngine::instance().blocking([&] {
-    DTR_MPI_CHECK(MPI_Allgather(&mine, sizeof(CollectiveCall), MPI_BYTE, all.data(), sizeof(CollectiveCall),
-                                MPI_BYTE, comm_));
+  constexpr int kExchangeTag = kMaxTag + 1;
+  const int n = size(), me = rank();
+  std::vector<CollectiveCall> all(n);
+  all[me] = mine;
+  std::vector<MPI_Request> recvs(n, MPI_REQUEST_NULL), sends(n, MPI_REQUEST_NULL);
+  ProgressEngine& engine = ProgressEngine::instance();
+  engine.blocking([&] {
+    for (int r = 0; r < n; ++r) {  // a peer posts its receive from us before its send to us
+      if (r == me) continue;
+      DTR_MPI_CHECK(MPI_Irecv(&all[r], sizeof(CollectiveCall), MPI_BYTE, r, kExchangeTag, comm_, &recvs[r]));
+      DTR_MPI_CHECK(MPI_Isend(&all[me], sizeof(CollectiveCall), MPI_BYTE, r, kExchangeTag, comm_, &sends[r]));
+    }
   });
+  const auto start = std::chrono::steady_clock::now();
+  const auto timeout = collective_timeout();
+  for (;;) {
+    std::vector<int> missing;
+    engine.blocking([&] {
+      for (int r = 0; r < n; ++r) {
+        int done = 1;
+        if (recvs[r] != MPI_REQUEST_NULL) DTR_MPI_CHECK(MPI_Test(&recvs[r], &done, MPI_STATUS_IGNORE));
+        if (!done) missing.push_back(r);
+      }
+    });
+    if (missing.empty()) break;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited > timeout) {
+      std::vector<std::string> names;
+      for (int r : missing) names.push_back(fmt::format("rank {} (world rank {})", r, global_ranks()[r]));
+      end_on_timeout(fmt::format(
+          "collective timed out: the DTR_DEBUG_COLLECTIVES check before {} waited {:.1f} s "
+          "(DTR_COLLECTIVE_TIMEOUT={:.1f} s) for {}, which never arrived: a rank that died, hangs, "
+          "or issued different collectives on this group; ending the process",
+          describe(mine), std::chrono::duration<double>(waited).count(),
+          std::chrono::duration<double>(timeout).count(), fmt::join(names, ", ")));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  // Every peer has posted its receive from us (it did before sending to us): our sends complete.
+  engine.blocking([&] { DTR_MPI_CHECK(MPI_Waitall(n, sends.data(), MPI_STATUSES_IGNORE)); });
   return all;
 }
 

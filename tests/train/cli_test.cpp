@@ -60,6 +60,7 @@ TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "
   expect_bad({"--steps", "0"}, "--steps");
   expect_bad({"--steps", "many"}, "--steps");
   expect_bad({"--on-nonfinite", "ignore"}, "--on-nonfinite");
+  expect_bad({"--data", "/tmp"}, "--data: /tmp is a directory");
   expect_bad({"--global-batch", "10", "--micro-batch", "4"}, "--global-batch");
   expect_bad({"--global-batch", "9"}, "--global-batch", 2);
   expect_bad({"--model", "huge"}, "--model");
