@@ -1,9 +1,12 @@
 #include "metrics.h"
 
+#include "svg_plot.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <stdexcept>
 
 namespace dtr::train {
@@ -13,7 +16,31 @@ double model_flops_per_token(int64_t num_params, const nn::TransformerConfig& mo
          12.0 * static_cast<double>(model.n_layers * model.dim) * static_cast<double>(seq_len);
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) : out_(path, std::ios::trunc) {
+namespace {
+
+std::optional<double> number_of(const nlohmann::json& row, const char* key) {
+  if (!row.contains(key) || !row[key].is_number()) return std::nullopt;
+  return row[key].get<double>();
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, int64_t resumed_step) {
+  std::string kept_text;
+  if (resumed_step > 0) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) continue;
+      const int64_t step = row["step"].get<int64_t>();
+      if (step > resumed_step) continue;
+      kept_.push_back({step, number_of(row, "loss"), number_of(row, "val_loss")});
+      kept_text += line + '\n';
+    }
+  }
+  write_file_atomic(path, kept_text);
+  out_.open(path, std::ios::app);
   if (!out_) throw std::runtime_error(fmt::format("cannot write {}", path));
 }
 

@@ -39,13 +39,26 @@ struct StepRecord {
 // Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of tensor/memory_stats.h).
 using RankPeaks = std::vector<std::array<int64_t, 6>>;
 
+// One finished step as metrics.jsonl recorded it (for the plot of a resumed run).
+struct LoggedStep {
+  int64_t step = 0;
+  std::optional<double> loss;      // none: not finite (a skipped step)
+  std::optional<double> val_loss;
+};
+
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // truncates
-  void write(const StepRecord& record);             // one line, flushed
+  // Starts `path` afresh, or, resuming after step `resumed_step` > 0, keeps its lines
+  // of steps up to that one (those of an abandoned continuation, and a line cut off
+  // mid-write, are dropped) and appends after them.
+  explicit MetricsWriter(const std::string& path, int64_t resumed_step = 0);
+  void write(const StepRecord& record);  // one line, flushed
+  // The steps kept from before the resume, in order.
+  const std::vector<LoggedStep>& kept() const { return kept_; }
 
  private:
   std::ofstream out_;
+  std::vector<LoggedStep> kept_;
 };
 
 // "step  120/300 | loss 2.3141 | val 2.4011 | lr 2.71e-03 | gnorm 0.812 | 10.2k tok/s | 3.41 GFLOP/s |

@@ -23,4 +23,18 @@ diff <(after_10 "$out/a/metrics.jsonl") <(after_10 "$out/b/metrics.jsonl") || {
 }
 lines=$(after_10 "$out/b/metrics.jsonl" | wc -l)
 [[ $lines -eq 10 ]] || { echo "FAIL: the resumed run logged $lines steps after step 10, expected 10" >&2; exit 1; }
-echo "PASS: steps 11-20 after resuming equal the uninterrupted run"
+# Resuming into the run's own --out keeps its records: steps 1-10 as first written,
+# 11-20 once each (those of the abandoned continuation replaced), and the plot drawn
+# from all 20.
+cp -r "$out/a" "$out/c"
+head -10 "$out/c/metrics.jsonl" > "$out/c_first10.jsonl"
+"$mpiexec" "$@" -np 2 "$train" "${common[@]}" --resume "$out/c/checkpoints/step_10" --out "$out/c"
+steps=$(sed -E 's|.*"step":([0-9]+).*|\1|' "$out/c/metrics.jsonl" | tr '\n' ' ')
+[[ $steps == "$(seq -s ' ' 1 20) " ]] || { echo "FAIL: resuming into its own --out logged steps '$steps'" >&2; exit 1; }
+cmp <(head -10 "$out/c/metrics.jsonl") "$out/c_first10.jsonl" ||
+  { echo "FAIL: resuming into its own --out changed the rows of steps 1-10" >&2; exit 1; }
+diff <(after_10 "$out/a/metrics.jsonl") <(after_10 "$out/c/metrics.jsonl") ||
+  { echo "FAIL: steps 11-20 resumed into the same --out differ from the uninterrupted run" >&2; exit 1; }
+points=$(grep -o 'points="[^"]*"' "$out/c/loss.svg" | head -1 | tr ' ' '\n' | grep -c ',')
+[[ $points -eq 20 ]] || { echo "FAIL: loss.svg plots $points training points, expected 20" >&2; exit 1; }
+echo "PASS: steps 11-20 after resuming equal the uninterrupted run; resuming into the same --out keeps steps 1-10"

@@ -272,7 +272,7 @@ int run_training(TrainConfig c) {
     resolved["val_tokens"] = s.val->size();
     resolved["data_vocab_size"] = s.data->vocab_size();
     write_file_atomic((out_dir / "config.json").string(), resolved.dump(2) + "\n");
-    metrics.emplace((out_dir / "metrics.jsonl").string());
+    metrics.emplace((out_dir / "metrics.jsonl").string(), start_step);  // resuming: keeps the rows up to start_step
     fmt::print("dtr-train: model {} ({} style, {:.2f}M parameters, dim {}, {} layers) on {} rank(s); data {} "
                "({} train / {} val tokens, vocab {})\n"
                "  {} steps x {} sequences x {} tokens (micro-batch {}, grad accumulation {}), lr {} {} warmup {}, "
@@ -285,7 +285,13 @@ int run_training(TrainConfig c) {
   }
 
   // 3. Train.
-  std::vector<std::pair<double, double>> train_curve, val_curve;
+  std::vector<std::pair<double, double>> train_curve, val_curve;  // the whole history, for the plot
+  if (metrics) {
+    for (const LoggedStep& logged : metrics->kept()) {
+      if (logged.loss) train_curve.emplace_back(static_cast<double>(logged.step), *logged.loss);
+      if (logged.val_loss) val_curve.emplace_back(static_cast<double>(logged.step), *logged.val_loss);
+    }
+  }
   const std::string plot_path = (out_dir / "loss.svg").string();
   const std::string plot_title = fmt::format("dtr-train {}: loss per step", c.model);
   const auto start = Clock::now();
@@ -366,8 +372,8 @@ int run_training(TrainConfig c) {
     RankPeaks peaks;
     if (log) peaks = gather_peaks(world, device);  // collective: every rank at the same steps
     if (rank == 0) {
-      train_curve.emplace_back(static_cast<double>(r.step), loss);
-      if (r.val_loss) val_curve.emplace_back(static_cast<double>(r.step), *r.val_loss);
+      if (std::isfinite(loss)) train_curve.emplace_back(static_cast<double>(r.step), loss);
+      if (r.val_loss && std::isfinite(*r.val_loss)) val_curve.emplace_back(static_cast<double>(r.step), *r.val_loss);
       metrics->write(r);
       if (r.val_loss) write_plot(plot_path, train_curve, val_curve, plot_title);
       if (log) {
