@@ -68,6 +68,16 @@ TokenDataset TokenDataset::from_memory(const void* data, int64_t size_bytes, Tok
   }
   ds.tokens_ = bytes + kLlmcHeaderBytes;
   ds.end_ = count;
+  // Every id once, here: a bad one found mid-training (or in the last evaluation)
+  // would cost the run; uint16 holds ids the GPT-2 vocabulary does not.
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t id = 0;
+    std::memcpy(&id, ds.tokens_ + 2 * i, sizeof id);
+    if (id >= kGpt2VocabSize) {
+      fail(fmt::format("{}: token {} (byte offset {}) is {}, outside the GPT-2 vocabulary [0, {})", ds.name_, i,
+                       kLlmcHeaderBytes + 2 * i, id, kGpt2VocabSize));
+    }
+  }
   return ds;
 }
 

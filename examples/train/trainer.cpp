@@ -355,14 +355,17 @@ int run_training(TrainConfig c) {
                  .tokens = tokens_per_step, .skipped = !finite};
     r.step_seconds = seconds_since(t0);
     const bool last = step + 1 == c.steps;
-    if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
-      r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab, device);
-    }
-    if (c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0) {
+    // Checkpoints first, so that no failure of the evaluation (or, after the last
+    // step, of the sample) can cost them.
+    const bool periodic = c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0;
+    if (periodic || (last && c.final_checkpoint)) {
       const auto dir = checkpoint_dir(step + 1);
       save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler);
       saved_step = step + 1;
-      if (rank == 0) fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", dir.string());
+      if (periodic && rank == 0) fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", dir.string());
+    }
+    if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
+      r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab, device);
     }
     r.elapsed_seconds = seconds_since(start);
     r.tokens_per_second = static_cast<double>(tokens_per_step) / r.step_seconds;
@@ -404,13 +407,9 @@ int run_training(TrainConfig c) {
     }
   }
   const double elapsed = seconds_since(start);
-  // The final checkpoint, <out>/checkpoints/step_<steps> like the periodic ones (not
-  // rewritten when --ckpt-every just saved it, nor when this run took no step).
-  std::string final_dir;
-  if (c.final_checkpoint && c.steps > start_step) {
-    final_dir = checkpoint_dir(c.steps).string();
-    if (saved_step != c.steps) save_training_checkpoint(final_dir, *model, opt, c.steps, *s.sampler);
-  }
+  // The final checkpoint, <out>/checkpoints/step_<steps> like the periodic ones, saved
+  // with the last step (not when this run took no step).
+  const std::string final_dir = c.final_checkpoint ? checkpoint_dir(c.steps).string() : "";
   signals.reset();  // from here on (the sample) a signal ends the process at once
   profiler::stop();  // --profile or DTR_PROFILE: write the traces, rank 0 prints the top spans
 

@@ -63,7 +63,7 @@ TEST_CASE("TokenDataset reads any file as byte tokens with windows and a split",
 
 TEST_CASE("TokenDataset reads llm.c shards as uint16 GPT-2 tokens", "[train][dataset]") {
   const fs::path p = temp_file("shard.bin");
-  const std::vector<uint16_t> tokens = {50256, 15496, 11, 995, 0, 65535};
+  const std::vector<uint16_t> tokens = {50256, 15496, 11, 995, 0, 40000};  // ids above 32767 too
   dtr::train::write_llmc_shard(p.string(), tokens);
   const TokenDataset ds = TokenDataset::open(p.string());
   REQUIRE(ds.format() == dtr::train::TokenFormat::llmc);
@@ -100,6 +100,15 @@ TEST_CASE("TokenDataset names a wrong magic, a wrong version and truncated llm.c
   const fs::path version = temp_file("v2.bin");
   write_bytes(version, v2);
   CHECK_THAT(error_of(version.string()), Catch::Contains("version 2"));
+
+  // A token id outside the GPT-2 vocabulary anywhere in the file, here the last of
+  // 100 (what the validation split would read), is found when the file is opened.
+  std::vector<uint16_t> ids(100, 7);
+  ids.back() = 65535;
+  const fs::path bad_id = temp_file("bad_id.bin");
+  dtr::train::write_llmc_shard(bad_id.string(), ids);
+  CHECK_THAT(error_of(bad_id.string()), Catch::Contains("bad_id.bin: token 99 (byte offset 1222) is 65535, outside "
+                                                        "the GPT-2 vocabulary [0, 50257)"));
 
   CHECK_THAT(error_of(temp_file("missing.txt").string()), Catch::Contains("cannot open"));
   CHECK_THAT(error_of(shard.string(), "parquet"), Catch::Contains("unknown data format"));
