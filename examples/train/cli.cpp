@@ -145,6 +145,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--ckpt-every", c.ckpt_every,
                  "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>");
   app.add_option("--resume", c.resume, "continue from a checkpoint directory written by dtr-train");
+  app.add_flag("--allow-config-change", c.allow_config_change,
+               "with --resume: continue although the global batch, sequence length, seed, data or mixed precision "
+               "differ from the checkpoint's run (the model must be the same)");
   bool no_final_checkpoint = false;
   app.add_flag("--no-final-checkpoint", no_final_checkpoint,
                "do not save <out>/checkpoints/step_<steps> at the end (a stop by signal still saves)");

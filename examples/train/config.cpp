@@ -190,6 +190,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"out_dir", c.out_dir},
           {"ckpt_every", c.ckpt_every},
           {"resume", c.resume},
+          {"allow_config_change", c.allow_config_change},
           {"final_checkpoint", c.final_checkpoint},
           {"sample_tokens", c.sample_tokens},
           {"top_k", c.top_k},

@@ -4,13 +4,21 @@
 #include "checkpoint/metadata.h"
 #include "tensor/random.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <stdexcept>
+
 namespace dtr::train {
 
 namespace ckpt = dtr::checkpoint;
 
 void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& model,
-                              const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler) {
+                              const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler,
+                              const TrainedAs& trained_as) {
   ckpt::CheckpointState state;
+  state.extra["model_config"] = trained_as.model_config;
+  state.extra["run_settings"] = trained_as.run_settings;
   state.add_model(model);
   state.add_optimizer(optimizer, model);
   state.extra["step"] = step;
@@ -29,6 +37,40 @@ int64_t load_training_checkpoint(const std::filesystem::path& dir, nn::Module& m
   sampler.set_position(state.extra.at("sampler_position").get<int64_t>());
   default_generator().set_state(ckpt::generator_from_json(state.extra.at("rng")));
   return state.extra.at("step").get<int64_t>();
+}
+
+std::vector<std::string> check_trained_as(const std::filesystem::path& dir, const TrainedAs& now, bool allow_changes) {
+  const nlohmann::json& then = ckpt::read_metadata(dir).user;
+  std::vector<std::string> changes;
+  if (then.contains("model_config")) {
+    for (const auto& [key, value] : now.model_config.items()) {
+      const nlohmann::json& saved = then["model_config"].contains(key) ? then["model_config"][key] : nlohmann::json();
+      if (saved != value) {
+        throw std::invalid_argument(fmt::format(
+            "--resume {}: the checkpoint is of another model: its {} is {}, this run's --model gives {}",
+            dir.string(), key, saved.dump(), value.dump()));
+      }
+    }
+  }
+  if (then.contains("run_settings")) {
+    std::vector<std::string> refused;
+    for (const auto& [key, value] : now.run_settings.items()) {
+      const nlohmann::json& saved = then["run_settings"].contains(key) ? then["run_settings"][key] : nlohmann::json();
+      if (saved == value) continue;
+      const std::string change = fmt::format("{} {} -> {}", key, saved.dump(), value.dump());
+      if (key == "world_size" || allow_changes) {
+        changes.push_back(change);
+      } else {
+        refused.push_back(change);
+      }
+    }
+    if (!refused.empty()) {
+      throw std::invalid_argument(fmt::format("--resume {}: this run changes settings the checkpoint was trained with "
+                                              "({}); pass --allow-config-change to resume anyway",
+                                              dir.string(), fmt::join(refused, "; ")));
+    }
+  }
+  return changes;
 }
 
 }  // namespace dtr::train

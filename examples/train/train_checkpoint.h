@@ -1,7 +1,8 @@
 // dtr-train's checkpoints: the sharded model, the AdamW state, the step, the data
 // sampler's position and the RNG state, through the distributed checkpoint API
-// (checkpoint/checkpoint.h). Both calls are collective over every rank; a
-// checkpoint loads at any world size.
+// (checkpoint/checkpoint.h), and what they were trained as: the model config and
+// the run settings a resume must keep (run_settings). Both calls are collective
+// over every rank; a checkpoint loads at any world size.
 #pragma once
 
 #include "sampler.h"
@@ -9,14 +10,32 @@
 #include "nn/module.h"
 #include "nn/optim/optimizer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace dtr::train {
 
+// What a checkpoint records about the run besides its state.
+struct TrainedAs {
+  nlohmann::json model_config;  // to_json(nn::TransformerConfig)
+  nlohmann::json run_settings;  // batch, sequence length, seed, data, dtype policy, world size
+};
+
 // Saves the state after `step` optimizer steps into `dir`.
 void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& model,
-                              const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler);
+                              const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler,
+                              const TrainedAs& trained_as);
+
+// Compares what checkpoint `dir` was trained as with this run (read from its
+// metadata, no collective). A different model is an error naming the field; a
+// changed run setting (the world size aside: checkpoints reshard) is an error
+// unless `allow_changes`. Returns the changes allowed ("global_batch 8 -> 16"),
+// empty when none. A checkpoint that records nothing is not checked.
+std::vector<std::string> check_trained_as(const std::filesystem::path& dir, const TrainedAs& now, bool allow_changes);
 
 // Loads `dir` into the model (sharded), the optimizer and the sampler; restores
 // the RNG. Returns the number of steps already taken.

@@ -32,6 +32,7 @@
 #endif
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
@@ -181,6 +182,18 @@ double evaluate(nn::Module& model, const TokenDataset& val, const TrainConfig& c
   return all_reduce_avg(group, sum / static_cast<double>(c.eval_batches));
 }
 
+TrainedAs trained_as(const TrainConfig& c, const Setup& s) {
+  return {.model_config = to_json(s.model),
+          .run_settings = {{"global_batch", c.global_batch},
+                           {"seq_len", s.seq},
+                           {"seed", c.seed},
+                           {"data", s.data->name()},
+                           {"data_tokens", s.data->size()},
+                           {"val_fraction", c.val_fraction},
+                           {"mixed_precision", c.mixed_precision},
+                           {"world_size", c.world_size}}};
+}
+
 void write_plot(const std::string& path, const std::vector<std::pair<double, double>>& train,
                 const std::vector<std::pair<double, double>>& val, const std::string& title) {
   write_file_atomic(path, line_plot_svg({{"train loss", "#1f77b4", train}, {"validation loss", "#d62728", val}},
@@ -207,6 +220,22 @@ int run_training(TrainConfig c) {
       std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "setup failed on another rank" : error.c_str());
     }
     return 2;
+  }
+  // A resumed checkpoint must be of this model, and of these run settings unless
+  // --allow-config-change (checked before anything is built).
+  const TrainedAs now = trained_as(c, s);
+  if (!c.resume.empty()) {
+    std::vector<std::string> changes;
+    try {
+      changes = check_trained_as(c.resume, now, c.allow_config_change);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (any_rank(world, !error.empty())) {
+      if (rank == 0) std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "resume check failed on another rank" : error.c_str());
+      return 2;
+    }
+    if (rank == 0 && !changes.empty()) fmt::print("resuming with changed settings: {}\n", fmt::join(changes, "; "));
   }
   // The compute device: this rank's GPU (distributed::init bound it from the local rank), or the CPU.
 #ifdef DTR_WITH_CUDA
@@ -360,7 +389,7 @@ int run_training(TrainConfig c) {
     const bool periodic = c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0;
     if (periodic || (last && c.final_checkpoint)) {
       const auto dir = checkpoint_dir(step + 1);
-      save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler);
+      save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler, now);
       saved_step = step + 1;
       if (periodic && rank == 0) fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", dir.string());
     }
@@ -394,7 +423,7 @@ int run_training(TrainConfig c) {
     if (consensus.stop) {
       // Every rank saw the same consensus: save (unless this step was just saved), report, end.
       const auto dir = checkpoint_dir(step + 1);
-      if (saved_step != step + 1) save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler);
+      if (saved_step != step + 1) save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler, now);
       if (rank == 0) {
         write_plot(plot_path, train_curve, val_curve, plot_title);
         const int own = stop_signal();

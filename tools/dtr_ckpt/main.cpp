@@ -66,6 +66,10 @@ int info(const fs::path& dir) {
     std::vector<std::string> keys;
     for (const auto& [k, v] : m.user.items()) keys.push_back(k);
     fmt::print("user metadata keys: {}\n", fmt::join(keys, ", "));
+    // What dtr-train records about the run that wrote it.
+    for (const char* key : {"model_config", "run_settings"}) {
+      if (m.user.contains(key)) fmt::print("{}: {}\n", key, m.user[key].dump());
+    }
   }
   return 0;
 }
