@@ -1,6 +1,8 @@
 #include "checkpoint/metadata.h"
 
 #include "base/error.h"
+#include "checkpoint/box.h"
+#include "checkpoint/checksum.h"
 
 #include <fstream>
 
@@ -27,6 +29,44 @@ ChunkMeta chunk_from_json(const json& j) {
   return c;
 }
 
+namespace {
+
+// The checksum of everything else in the metadata: XXH3 of its compact dump (keys
+// sorted, so the same for the JSON as written and as read back).
+std::string content_checksum(const json& without_checksum) {
+  const std::string text = without_checksum.dump();
+  return checksum_hex(xxh3_64(text.data(), text.size()));
+}
+
+// "" when the chunks tile the tensor exactly: each inside it, no two overlapping,
+// and together as many elements as it has (so no gap either).
+std::string cover_problem(const std::string& name, const TensorMeta& t) {
+  int64_t covered = 0;
+  for (size_t i = 0; i < t.chunks.size(); ++i) {
+    const Box& a = t.chunks[i].box;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (a.offset[d] < 0 || a.shape[d] < 0 || a.offset[d] + a.shape[d] > t.shape[d]) {
+        return fmt::format("tensor '{}': chunk {} lies outside its shape [{}]", name, a.to_string(),
+                           fmt::join(t.shape, ", "));
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (auto both = intersect(a, t.chunks[j].box)) {
+        return fmt::format("tensor '{}': chunks {} and {} overlap in {}", name, t.chunks[j].box.to_string(),
+                           a.to_string(), both->to_string());
+      }
+    }
+    covered += a.numel();
+  }
+  const int64_t numel = numel_of(t.shape);
+  if (covered != numel) {
+    return fmt::format("tensor '{}': its chunks cover {} of its {} elements (a gap)", name, covered, numel);
+  }
+  return "";
+}
+
+}  // namespace
+
 json to_json(const Metadata& m) {
   json tensors = json::object();
   for (const auto& [name, t] : m.tensors) {
@@ -34,8 +74,10 @@ json to_json(const Metadata& m) {
     for (const auto& c : t.chunks) chunks.push_back(to_json(c));
     tensors[name] = json{{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"chunks", chunks}};
   }
-  return json{{"format", "dtr-checkpoint"}, {"version", 1},     {"world_size", m.world_size},
-              {"files", m.files},           {"tensors", tensors}, {"user", m.user}};
+  json j{{"format", "dtr-checkpoint"}, {"version", 1},     {"world_size", m.world_size},
+         {"files", m.files},           {"tensors", tensors}, {"user", m.user}};
+  j["checksum"] = content_checksum(j);
+  return j;
 }
 
 Metadata metadata_from_json(const json& j, const std::string& source) {
@@ -43,6 +85,14 @@ Metadata metadata_from_json(const json& j, const std::string& source) {
     DTR_CHECK(j.value("format", "") == "dtr-checkpoint" && j.value("version", 0) == 1,
               "expected format dtr-checkpoint version 1, found format '{}' version {}", j.value("format", ""),
               j.value("version", 0));
+    DTR_CHECK(j.contains("checksum") && j["checksum"].is_string(),
+              "it has no checksum (written by an older dtr, or edited)");
+    json content = j;
+    content.erase("checksum");
+    const std::string expected = content_checksum(content), found = j["checksum"].get<std::string>();
+    DTR_CHECK(found == expected,
+              "it fails its checksum (it records {}, its content gives {}): it was edited or damaged after the save",
+              found, expected);
     Metadata m;
     m.world_size = j.at("world_size").get<int>();
     m.files = j.at("files").get<std::map<std::string, int64_t>>();
@@ -58,6 +108,8 @@ Metadata metadata_from_json(const json& j, const std::string& source) {
         DTR_CHECK(m.files.contains(chunk.file), "tensor '{}': chunk in unknown file '{}'", name, chunk.file);
         tm.chunks.push_back(std::move(chunk));
       }
+      const std::string problem = cover_problem(name, tm);
+      DTR_CHECK(problem.empty(), "{}", problem);
       m.tensors.emplace(name, std::move(tm));
     }
     m.user = j.value("user", json::object());

@@ -3,7 +3,11 @@
 // chunk its box in the global tensor, the file and byte range holding it
 // (row-major, little-endian, the dtype's bytes) and the XXH3 checksums of its
 // blocks of `block_bytes` bytes (the last one shorter). Also the size of every
-// data file (to tell a truncated file from a corrupt one) and the user's JSON.
+// data file (to tell a truncated file from a corrupt one), the user's JSON, and the
+// XXH3 checksum of all the rest, so that an edited or damaged metadata file is
+// refused rather than trusted. Reading also requires each tensor's chunks to tile
+// it exactly (inside it, no overlap, no gap), so no reader fills a tensor from
+// overlapping chunks or leaves part of it unwritten.
 //
 //   {"format": "dtr-checkpoint", "version": 1, "world_size": 4,
 //    "files": {"rank_0.bin": 1234, ...},
@@ -11,7 +15,7 @@
 //        {"offset": [0, 0], "shape": [2, 4], "file": "rank_0.bin",
 //         "byte_offset": 0, "byte_length": 32, "block_bytes": 1048576,
 //         "checksums": ["0123456789abcdef"]}, ...]}, ...},
-//    "user": {...}}
+//    "user": {...}, "checksum": "0123456789abcdef"}
 #pragma once
 
 #include "checkpoint/box.h"
@@ -53,7 +57,8 @@ struct Metadata {
 nlohmann::json to_json(const ChunkMeta& chunk);
 ChunkMeta chunk_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Metadata& metadata);
-// Errors name `source` (the file) and what is malformed.
+// Errors name `source` (the file) and what is malformed: a missing or wrong
+// checksum, chunks that do not tile their tensor, missing fields.
 Metadata metadata_from_json(const nlohmann::json& j, const std::string& source);
 
 // Reads <dir>/metadata.json; errors name the file (missing, unparsable, malformed).

@@ -2,7 +2,7 @@
 # CTest driver for dtr-ckpt on the 4-rank reference checkpoint that
 # tests/mpi/checkpoint_test.cpp writes (fixture dtr_checkpoint_reference).
 #   check_dtr_ckpt.sh MODE TOOL CHECKPOINT_DIR WORK_DIR
-# MODE: info | verify | corrupt | consolidate
+# MODE: info | verify | corrupt | edited | consolidate
 set -u
 mode=$1 tool=$2 ref=$3 work=$4
 fail() { echo "FAIL: $*"; exit 1; }
@@ -40,6 +40,17 @@ case $mode in
     grep -Eq "tensor '[^']+': checksum mismatch in $file" <<<"$out" || fail "message does not name tensor and file"
     n=$(grep -c "^FAILED:" <<<"$out")
     [ "$n" -eq 1 ] || fail "expected exactly one problem, got $n"
+    ;;
+  edited)  # one number of metadata.json changed: refused by its checksum, naming the file
+    copy=$work/dtr_ckpt_edited
+    rm -rf "$copy" && cp -r "$ref" "$copy" || fail "copy"
+    sed -i 's/"world_size": 4/"world_size": 5/' "$copy/metadata.json"
+    cmp -s "$copy/metadata.json" "$ref/metadata.json" && fail "the copy was not changed"
+    out=$("$tool" verify "$copy" 2>&1)
+    rc=$?
+    echo "$out"
+    [ $rc -ne 0 ] || fail "verify of an edited metadata.json exited 0"
+    grep -q "$copy/metadata.json is malformed: it fails its checksum" <<<"$out" || fail "message does not name the checksum"
     ;;
   consolidate)
     out_file=$work/ckpt_consolidated_fsdp.safetensors
