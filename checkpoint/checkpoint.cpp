@@ -7,6 +7,7 @@
 #include "checkpoint/reader.h"
 #include "checkpoint/writer.h"
 #include "mesh/distributed.h"
+#include "mesh/process_group.h"
 #include "tensor/autograd/grad_mode.h"
 
 #include <functional>
@@ -89,17 +90,13 @@ fs::path staging_directory(const fs::path& dir) {
   return clean.parent_path() / (clean.filename().string() + ".tmp");
 }
 
-void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& options) {
+namespace {
+
+// The rank files, the metadata and the commit of a save whose staging directory
+// `tmp` exists (collective).
+void write_and_commit(const fs::path& tmp, const fs::path& dir, const CheckpointState& state,
+                      const SaveOptions& options, const std::string& what) {
   const int rank = distributed::rank();
-  const fs::path tmp = staging_directory(dir);
-  const std::string what = fmt::format("checkpoint save to {}", dir.string());
-
-  agree_or_throw(what, capture([&] {
-                   if (rank != 0) return;
-                   fs::remove_all(tmp);
-                   fs::create_directories(tmp);
-                 }));
-
   // Every rank writes its own file, in parallel.
   std::string report;
   std::string error = capture([&] {
@@ -134,6 +131,33 @@ void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& 
   agree_or_throw(what, capture([&] {
                    if (rank == 0) commit_directory(tmp, dir);
                  }));
+}
+
+}  // namespace
+
+void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& options) {
+  const int rank = distributed::rank();
+  const fs::path tmp = staging_directory(dir);
+  const std::string what = fmt::format("checkpoint save to {}", dir.string());
+
+  agree_or_throw(what, capture([&] {
+                   if (rank != 0) return;
+                   fs::remove_all(tmp);
+                   fs::create_directories(tmp);
+                 }));
+  try {
+    write_and_commit(tmp, dir, state, options, what);
+  } catch (...) {
+    // Every rank agreed on the failure, so all are past their writes: rank 0 removes
+    // the staging directory (a full disk is not left fuller), and no rank returns
+    // before it is gone. A killed save leaves it behind; the next save removes it first.
+    if (rank == 0) {
+      std::error_code ignored;
+      fs::remove_all(tmp, ignored);
+    }
+    distributed::world_group()->barrier()->wait();
+    throw;
+  }
 }
 
 LoadResult load(const fs::path& dir, CheckpointState& state) {

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -25,7 +28,7 @@ std::optional<double> number_of(const nlohmann::json& row, const char* key) {
 
 }  // namespace
 
-MetricsWriter::MetricsWriter(const std::string& path, int64_t resumed_step) {
+MetricsWriter::MetricsWriter(const std::string& path, int64_t resumed_step) : path_(path) {
   std::string kept_text;
   if (resumed_step > 0) {
     std::ifstream in(path);
@@ -41,7 +44,7 @@ MetricsWriter::MetricsWriter(const std::string& path, int64_t resumed_step) {
   }
   write_file_atomic(path, kept_text);
   out_.open(path, std::ios::app);
-  if (!out_) throw std::runtime_error(fmt::format("cannot write {}", path));
+  if (!out_) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
 }
 
 void MetricsWriter::write(const StepRecord& r) {
@@ -61,8 +64,18 @@ void MetricsWriter::write(const StepRecord& r) {
   for (const char* key : {"loss", "grad_norm"}) {
     if (!std::isfinite(j[key].get<double>())) j[key] = nullptr;
   }
+  // A line is written whole or not at all: after a failed write (a full disk) the
+  // file is cut back to the end of the previous line.
+  const std::streamoff before = out_.tellp();
   out_ << j.dump() << '\n';
   out_.flush();
+  if (!out_) {
+    const std::string reason = std::strerror(errno);
+    out_.close();
+    std::error_code ignored;
+    std::filesystem::resize_file(path_, static_cast<uintmax_t>(before), ignored);
+    throw std::runtime_error(fmt::format("writing {} failed after step {}: {}", path_, r.step - 1, reason));
+  }
 }
 
 namespace {

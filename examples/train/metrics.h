@@ -57,6 +57,7 @@ class MetricsWriter {
   const std::vector<LoggedStep>& kept() const { return kept_; }
 
  private:
+  std::string path_;
   std::ofstream out_;
   std::vector<LoggedStep> kept_;
 };

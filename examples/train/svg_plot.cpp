@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
@@ -113,13 +115,19 @@ std::string line_plot_svg(const std::vector<PlotSeries>& series, const PlotOptio
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
-    out << text;
-    if (!out) throw std::runtime_error(fmt::format("write to {} failed", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(fmt::format("cannot rename {} to {}", tmp, path));
+  auto fail = [&](const std::string& what) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());  // nothing half-written stays behind
+    throw std::runtime_error(fmt::format("{}: {}", what, reason));
+  };
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) fail(fmt::format("cannot write {}", tmp));
+  out << text;
+  out.flush();  // a full disk shows here, not only when the stream is destroyed
+  if (!out) fail(fmt::format("writing {} failed", tmp));
+  out.close();
+  if (!out) fail(fmt::format("closing {} failed", tmp));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(fmt::format("cannot rename {} to {}", tmp, path));
 }
 
 }  // namespace dtr::train
