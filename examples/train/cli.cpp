@@ -48,6 +48,7 @@ void validate(TrainConfig& c, int world_size) {
   c.grad_accum = std::max<int64_t>(1, c.global_batch / (world_size * c.micro_batch));
   c.world_size = world_size;
   if (c.ckpt_every < 0) bad(fmt::format("--ckpt-every must be >= 0, got {}", c.ckpt_every));
+  if (c.overwrite && !c.resume.empty()) bad("--overwrite and --resume: pick one (--resume keeps the checkpoints)");
   if (!c.resume.empty() && !std::filesystem::exists(std::filesystem::path(c.resume) / "metadata.json")) {
     bad(fmt::format("--resume {}: no checkpoint there (no metadata.json)", c.resume));
   }
@@ -145,6 +146,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--ckpt-every", c.ckpt_every,
                  "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>");
   app.add_option("--resume", c.resume, "continue from a checkpoint directory written by dtr-train");
+  app.add_flag("--overwrite", c.overwrite,
+               "start afresh in an --out that holds checkpoints of an earlier run, removing them (without it such "
+               "a run is refused; continue one with --resume)");
   app.add_flag("--allow-config-change", c.allow_config_change,
                "with --resume: continue although the global batch, sequence length, seed, data or mixed precision "
                "differ from the checkpoint's run (the model must be the same)");

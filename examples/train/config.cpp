@@ -192,6 +192,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"resume", c.resume},
           {"allow_config_change", c.allow_config_change},
           {"final_checkpoint", c.final_checkpoint},
+          {"overwrite", c.overwrite},
           {"sample_tokens", c.sample_tokens},
           {"top_k", c.top_k},
           {"temperature", c.temperature},

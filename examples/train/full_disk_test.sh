@@ -27,10 +27,10 @@ grep -Eq "error: .*$out.*No space left on device" "$work/full_disk.log" ||
 while IFS= read -r line; do
   [[ $line == \{*\} ]] || fail "metrics.jsonl has a cut line: $line"
 done < "$out/metrics.jsonl"
-# A disk that fills while metrics.jsonl grows (8 KiB: config.json and one page of
-# metrics): the run ends naming metrics.jsonl, which holds only whole lines.
+# A disk that fills while metrics.jsonl grows (12 KiB: a page each for .lock,
+# config.json and metrics): the run ends naming metrics.jsonl, which holds only whole lines.
 umount "$work/disk"
-mount -t tmpfs -o size=8k tmpfs "$work/disk" || fail "cannot remount the tmpfs"
+mount -t tmpfs -o size=12k tmpfs "$work/disk" || fail "cannot remount the tmpfs"
 out=$work/disk/run2
 "$mpiexec" "$@" -np 2 "$train" --model tiny --steps 100 --global-batch 8 --eval-every 0 --eval-batches 1 \
   --sample-tokens 0 --progress-bar off --log-every 50 --no-final-checkpoint --out "$out" > "$work/full_disk2.log" 2>&1

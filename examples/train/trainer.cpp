@@ -4,6 +4,7 @@
 #include "embedded_corpus.h"
 #include "generate.h"
 #include "metrics.h"
+#include "output_dir.h"
 #include "sampler.h"
 #include "stop_signal.h"
 #include "svg_plot.h"
@@ -219,6 +220,21 @@ int run_training(TrainConfig c) {
     if (rank == 0) {
       std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "setup failed on another rank" : error.c_str());
     }
+    return 2;
+  }
+  // The output directory: this job's alone (rank 0 holds its lock to the end), and
+  // an earlier run's checkpoints are not silently replaced.
+  std::optional<OutputDirLock> out_lock;
+  try {
+    if (rank == 0) {
+      out_lock.emplace(c.out_dir);
+      claim_checkpoints(c.out_dir, !c.resume.empty(), c.overwrite);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (any_rank(world, !error.empty())) {
+    if (rank == 0) std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "--out failed on another rank" : error.c_str());
     return 2;
   }
   // A resumed checkpoint must be of this model, and of these run settings unless
