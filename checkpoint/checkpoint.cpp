@@ -54,11 +54,8 @@ Metadata assemble(const CheckpointState& state, const std::vector<std::string>& 
     for (const auto& c : j.at("chunks")) m.tensors.at(c.at("tensor").get<std::string>()).chunks.push_back(chunk_from_json(c));
   }
   for (const auto& [name, t] : m.tensors) {
-    int64_t covered = 0, numel = 1;
-    for (int64_t s : t.shape) numel *= s;
-    for (const auto& c : t.chunks) covered += c.box.numel();
-    DTR_INTERNAL_ASSERT(covered == numel, "checkpoint: the chunks of '{}' cover {} of {} elements", name, covered,
-                        numel);
+    const std::string problem = tiling_problem(name, t);
+    DTR_INTERNAL_ASSERT(problem.empty(), "checkpoint: {}", problem);
   }
   return m;
 }

@@ -4,6 +4,7 @@
 #include "checkpoint/box.h"
 #include "checkpoint/checksum.h"
 
+#include <algorithm>
 #include <fstream>
 
 namespace dtr::checkpoint {
@@ -38,25 +39,39 @@ std::string content_checksum(const json& without_checksum) {
   return checksum_hex(xxh3_64(text.data(), text.size()));
 }
 
-// "" when the chunks tile the tensor exactly: each inside it, no two overlapping,
-// and together as many elements as it has (so no gap either).
-std::string cover_problem(const std::string& name, const TensorMeta& t) {
+}  // namespace
+
+std::string tiling_problem(const std::string& name, const TensorMeta& t) {
   int64_t covered = 0;
-  for (size_t i = 0; i < t.chunks.size(); ++i) {
-    const Box& a = t.chunks[i].box;
+  for (const ChunkMeta& c : t.chunks) {
+    const Box& a = c.box;
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (a.offset[d] < 0 || a.shape[d] < 0 || a.offset[d] + a.shape[d] > t.shape[d]) {
         return fmt::format("tensor '{}': chunk {} lies outside its shape [{}]", name, a.to_string(),
                            fmt::join(t.shape, ", "));
       }
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (auto both = intersect(a, t.chunks[j].box)) {
-        return fmt::format("tensor '{}': chunks {} and {} overlap in {}", name, t.chunks[j].box.to_string(),
-                           a.to_string(), both->to_string());
-      }
-    }
     covered += a.numel();
+  }
+  // Overlaps, swept along dim 0: a chunk is compared only with the earlier ones whose
+  // rows reach its first row (one or two for row-sharded tensors, not all of them).
+  if (!t.shape.empty()) {
+    std::vector<const Box*> by_start;
+    for (const ChunkMeta& c : t.chunks) by_start.push_back(&c.box);
+    std::sort(by_start.begin(), by_start.end(), [](const Box* a, const Box* b) { return a->offset[0] < b->offset[0]; });
+    std::vector<const Box*> open;
+    for (const Box* a : by_start) {
+      std::erase_if(open, [&](const Box* b) { return b->offset[0] + b->shape[0] <= a->offset[0]; });
+      for (const Box* b : open) {
+        if (auto both = intersect(*a, *b)) {
+          return fmt::format("tensor '{}': chunks {} and {} overlap in {}", name, b->to_string(), a->to_string(),
+                             both->to_string());
+        }
+      }
+      open.push_back(a);
+    }
+  } else if (t.chunks.size() > 1) {
+    return fmt::format("tensor '{}' (a scalar) is stored {} times", name, t.chunks.size());
   }
   const int64_t numel = numel_of(t.shape);
   if (covered != numel) {
@@ -64,8 +79,6 @@ std::string cover_problem(const std::string& name, const TensorMeta& t) {
   }
   return "";
 }
-
-}  // namespace
 
 json to_json(const Metadata& m) {
   json tensors = json::object();
@@ -108,7 +121,7 @@ Metadata metadata_from_json(const json& j, const std::string& source) {
         DTR_CHECK(m.files.contains(chunk.file), "tensor '{}': chunk in unknown file '{}'", name, chunk.file);
         tm.chunks.push_back(std::move(chunk));
       }
-      const std::string problem = cover_problem(name, tm);
+      const std::string problem = tiling_problem(name, tm);
       DTR_CHECK(problem.empty(), "{}", problem);
       m.tensors.emplace(name, std::move(tm));
     }

@@ -57,6 +57,10 @@ struct Metadata {
 nlohmann::json to_json(const ChunkMeta& chunk);
 ChunkMeta chunk_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Metadata& metadata);
+// "" when the chunks of tensor `name` tile it exactly: each inside it, no two
+// overlapping, and together as many elements as it has (so no gap either); else
+// what is wrong, naming the chunks.
+std::string tiling_problem(const std::string& name, const TensorMeta& tensor);
 // Errors name `source` (the file) and what is malformed: a missing or wrong
 // checksum, chunks that do not tile their tensor, missing fields.
 Metadata metadata_from_json(const nlohmann::json& j, const std::string& source);

@@ -17,6 +17,20 @@ FlatCollectives::FlatCollectives(const std::vector<std::unique_ptr<FSDPParam>>& 
   }
 }
 
+void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
+                                           int64_t first, int64_t count) const {
+  const FSDPParam& p = *params_[i];
+  const int64_t rows = p.global_shape()[0];
+  const Tensor full_rows = full.defined() ? full.reshape({rows, p.row_numel()}) : Tensor();
+  for (int64_t r = first; r < first + count; ++r) {
+    Tensor segment = flat.narrow(0, (r - first) * numel_ + offsets_[i], p.padded_numel());
+    const ShardRange range = full.defined() ? shard_range(rows, ranks_, r) : ShardRange{};
+    const int64_t used = range.length * p.row_numel();
+    if (used > 0) jobs.push_back({segment.narrow(0, 0, used), full_rows.narrow(0, range.offset, range.length).reshape({used})});
+    if (used < p.padded_numel()) jobs.push_back({segment.narrow(0, used, p.padded_numel() - used), Tensor()});
+  }
+}
+
 PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const {
   autograd::NoGradGuard no_grad;
   Tensor input = dtr::empty({numel_}, options);
@@ -56,20 +70,9 @@ void FlatCollectives::copy_out(const Tensor& gathered_flat) const {
 Tensor FlatCollectives::keep_piece(int64_t first, int64_t count, const TensorOptions& options) const {
   autograd::NoGradGuard no_grad;
   Tensor piece = dtr::empty({count * numel_}, options);
-  std::vector<CopyJob> keep;  // every element once: rows of the ranks, zeros for padding
+  std::vector<CopyJob> keep;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const FSDPParam& p = *params_[i];
-    const int64_t rows = p.global_shape()[0];
-    Tensor unsharded_rows = p.unsharded().detach().reshape({rows, p.row_numel()});
-    for (int64_t r = first; r < first + count; ++r) {
-      Tensor segment = piece.narrow(0, (r - first) * numel_ + offsets_[i], p.padded_numel());
-      const ShardRange range = shard_range(rows, ranks_, r);
-      const int64_t used = range.length * p.row_numel();
-      if (used > 0) {
-        keep.push_back({segment.narrow(0, 0, used), unsharded_rows.narrow(0, range.offset, range.length).reshape({used})});
-      }
-      if (used < p.padded_numel()) keep.push_back({segment.narrow(0, used, p.padded_numel() - used), Tensor()});
-    }
+    append_rank_segments(keep, piece, i, params_[i]->unsharded().detach(), first, count);
   }
   copy_batch(keep);
   return piece;
@@ -81,23 +84,12 @@ PendingCollective FlatCollectives::reduce_scatter(const mesh::ProcessGroupPtr& g
   profiler::Span copy_in_span("fsdp", "reduce_scatter copy_in");
   Tensor input = dtr::empty({ranks_ * numel_}, options);
   {
-    Tensor by_rank = input.view({ranks_, numel_});
-    std::vector<CopyJob> copy_in;  // every element once: gradient rows, or zeros
+    std::vector<CopyJob> copy_in;  // zeros for the parameters that got no gradient: their rows still reduce
     for (size_t i = 0; i < params_.size(); ++i) {
-      FSDPParam& p = *params_[i];
-      const Tensor grad = p.unsharded().defined() ? p.unsharded().grad() : Tensor();
-      const int64_t rows = p.global_shape()[0];
-      Tensor grad_rows = grad.defined() ? grad.reshape({rows, p.row_numel()}) : Tensor();
-      for (int64_t r = 0; r < ranks_; ++r) {
-        Tensor segment = by_rank.select(0, r).narrow(0, offsets_[i], p.padded_numel());
-        const ShardRange range = grad.defined() ? shard_range(rows, ranks_, r) : ShardRange{};
-        const int64_t used = range.length * p.row_numel();
-        if (used > 0) {
-          copy_in.push_back({segment.narrow(0, 0, used), grad_rows.narrow(0, range.offset, range.length).reshape({used})});
-        }
-        if (used < p.padded_numel()) copy_in.push_back({segment.narrow(0, used, p.padded_numel() - used), Tensor()});
-      }
-      if (grad.defined()) p.unsharded().set_grad({});  // copy_in keeps its memory until the copies are issued
+      const Tensor& unsharded = params_[i]->unsharded();
+      const Tensor grad = unsharded.defined() ? unsharded.grad() : Tensor();
+      append_rank_segments(copy_in, input, i, grad, 0, ranks_);
+      if (grad.defined()) unsharded.set_grad({});  // copy_in keeps its memory until the copies are issued
     }
     copy_batch(copy_in);
   }

@@ -16,6 +16,7 @@
 // which device, and what happens to the results.
 #pragma once
 
+#include "fsdp/copy_batch.h"
 #include "fsdp/fsdp_param.h"
 #include "mesh/process_group.h"
 #include "mesh/reduce_op.h"
@@ -64,6 +65,12 @@ class FlatCollectives {
   Tensor shard_rows(const Tensor& flat, size_t i) const;
 
  private:
+  // Jobs laying parameter i's full tensor `full` (undefined: zeros) out as its
+  // segments in the per-rank buffers of shard ranks [first, first + count), which
+  // `flat` holds back to back; padding is zeroed, so every element is written once.
+  void append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
+                            int64_t first, int64_t count) const;
+
   const std::vector<std::unique_ptr<FSDPParam>>& params_;
   std::vector<int64_t> offsets_;  // of each parameter's segment in a per-rank buffer
   int64_t numel_ = 0;

@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -76,6 +77,23 @@ bool any_rank(const mesh::ProcessGroupPtr& group, bool failed) {
   Tensor t = full({1}, failed ? 1.0 : 0.0, {.dtype = DType::f64});
   group->all_reduce(t, mesh::ReduceOp::max())->wait();
   return t.item() > 0;
+}
+
+// Runs `check` on every rank and agrees on it: true on every rank when it threw on
+// any, and then rank 0 prints the error (its own, else that of `what` elsewhere).
+bool failed_on_any_rank(const mesh::ProcessGroupPtr& group, const char* what, const std::function<void()>& check) {
+  std::string error;
+  try {
+    check();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!any_rank(group, !error.empty())) return false;
+  if (group->rank() == 0) {
+    const std::string message = error.empty() ? fmt::format("{} failed on another rank", what) : error;
+    std::fprintf(stderr, "dtr-train: %s\n", message.c_str());
+  }
+  return true;
 }
 
 RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group, Device device) {
@@ -210,31 +228,15 @@ int run_training(TrainConfig c) {
 
   // 1. Local setup, agreed on by every rank.
   Setup s;
-  std::string error;
-  try {
-    s = local_setup(c, rank);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank(world, !error.empty())) {
-    if (rank == 0) {
-      std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "setup failed on another rank" : error.c_str());
-    }
-    return 2;
-  }
+  if (failed_on_any_rank(world, "setup", [&] { s = local_setup(c, rank); })) return 2;
   // The output directory: this job's alone (rank 0 holds its lock to the end), and
   // an earlier run's checkpoints are not silently replaced.
   std::optional<OutputDirLock> out_lock;
-  try {
-    if (rank == 0) {
-      out_lock.emplace(c.out_dir);
-      claim_checkpoints(c.out_dir, !c.resume.empty(), c.overwrite);
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (any_rank(world, !error.empty())) {
-    if (rank == 0) std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "--out failed on another rank" : error.c_str());
+  if (failed_on_any_rank(world, "--out", [&] {
+        if (rank != 0) return;
+        out_lock.emplace(c.out_dir);
+        claim_checkpoints(c.out_dir, !c.resume.empty(), c.overwrite);
+      })) {
     return 2;
   }
   // A resumed checkpoint must be of this model, and of these run settings unless
@@ -242,13 +244,7 @@ int run_training(TrainConfig c) {
   const TrainedAs now = trained_as(c, s);
   if (!c.resume.empty()) {
     std::vector<std::string> changes;
-    try {
-      changes = check_trained_as(c.resume, now, c.allow_config_change);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (any_rank(world, !error.empty())) {
-      if (rank == 0) std::fprintf(stderr, "dtr-train: %s\n", error.empty() ? "resume check failed on another rank" : error.c_str());
+    if (failed_on_any_rank(world, "--resume", [&] { changes = check_trained_as(c.resume, now, c.allow_config_change); })) {
       return 2;
     }
     if (rank == 0 && !changes.empty()) fmt::print("resuming with changed settings: {}\n", fmt::join(changes, "; "));

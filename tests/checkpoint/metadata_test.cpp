@@ -55,6 +55,22 @@ TEST_CASE("checkpoint metadata reads back what was written, checksum included", 
   REQUIRE(m.user.at("step") == 20);
 }
 
+TEST_CASE("checkpoint metadata accepts a 2-D tiling whose chunks share rows but not elements", "[checkpoint]") {
+  Metadata m = rows_metadata({{0, 4}, {4, 4}});
+  // Rows 0-3 split by column (as a 2-D mesh shards them), rows 4-7 whole.
+  std::vector<ChunkMeta>& chunks = m.tensors.at("w").chunks;
+  chunks[0].box.shape = {4, 1};
+  ChunkMeta right = chunks[0];
+  right.box.offset = {0, 1};
+  chunks.insert(chunks.begin() + 1, right);
+  REQUIRE(tiling_problem("w", m.tensors.at("w")).empty());
+  REQUIRE(metadata_from_json(to_json(m), "metadata.json").tensors.at("w").chunks.size() == 3);
+  // The same with the right column one row too low: it overlaps rows 4-7.
+  chunks[1].box.offset = {1, 1};
+  CHECK_THAT(tiling_problem("w", m.tensors.at("w")),
+             Catch::Contains("chunks [1:5, 1:2] and [4:8, 0:2] overlap in [4:5, 1:2]"));
+}
+
 TEST_CASE("checkpoint metadata that was edited or lacks its checksum is refused", "[checkpoint]") {
   nlohmann::json edited = to_json(rows_metadata({{0, 4}, {4, 4}}));
   edited["user"]["step"] = 26;
