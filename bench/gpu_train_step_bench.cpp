@@ -166,7 +166,7 @@ int run(const Options& opt) {
     manual_seed(0);
     model->reset_parameters();
   }
-  const std::vector<Tensor> params = model->parameters();
+  const std::vector<nn::Parameter> params = model->parameters();
 
   // 2. The optimizer over the local shards (GPT-2 practice: betas 0.9/0.95, wd 0.1).
   const nn::optim::AdamWOptions adamw{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};

@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_state.h"
 
 #include "base/error.h"
+#include "checkpoint/optimizer_params.h"
 #include "fsdp/fully_shard.h"
 #include "tensor/factory.h"
 
@@ -12,25 +13,9 @@ namespace {
 
 constexpr const char* kOptimPrefix = "optim.";
 
-// The module's name for each optimizer parameter, by identity.
-std::vector<std::string> optimizer_param_names(const nn::optim::Optimizer& optimizer, nn::Module& module) {
-  fsdp::reshard_all(module);  // the slots must hold the shards the optimizer steps
-  auto named = module.named_parameters();
-  std::vector<std::string> names;
-  for (size_t i = 0; i < optimizer.params().size(); ++i) {
-    const Tensor& p = optimizer.params()[i];
-    auto it = std::find_if(named.begin(), named.end(), [&](const auto& np) { return np.second.is_same(p); });
-    DTR_CHECK(it != named.end(),
-              "checkpoint: optimizer parameter {} (shape [{}]) is not a parameter of the module (build the "
-              "optimizer from module.parameters() after fully_shard)",
-              i, fmt::join(p.sizes(), ", "));
-    names.push_back(it->first);
-  }
-  return names;
-}
-
-std::variant<DTensor, Tensor> like_param(const Tensor& param, const Tensor& value) {
-  if (param.dtensor_spec()) return DTensor(value, *param.dtensor_spec());
+// `value` laid out as `param`: a DTensor when the parameter is sharded.
+std::variant<DTensor, Tensor> like_param(const nn::Parameter& param, const Tensor& value) {
+  if (param.is_sharded()) return DTensor(value, *param.sharding());
   return value;
 }
 
@@ -38,33 +23,30 @@ std::variant<DTensor, Tensor> like_param(const Tensor& param, const Tensor& valu
 
 void CheckpointState::add_model(nn::Module& module, const std::string& prefix) {
   fsdp::reshard_all(module);
-  for (auto& [name, p] : module.named_parameters()) tensors[prefix + name] = like_param(p, p.detach());
+  for (auto& [name, p] : module.named_parameters()) tensors[prefix + name] = like_param(p, p.data().detach());
 }
 
 void CheckpointState::add_optimizer(const nn::optim::Optimizer& optimizer, nn::Module& module) {
-  auto names = optimizer_param_names(optimizer, module);
+  auto params = optimizer_params_in(optimizer, module, "checkpoint");
   json steps = json::object();
-  for (size_t i = 0; i < names.size(); ++i) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [name, param] = params[i];
     const auto& st = optimizer.state(i);
-    steps[names[i]] = st.step;
-    for (const auto& [key, t] : st.tensors) {
-      tensors[kOptimPrefix + names[i] + "." + key] = like_param(optimizer.params()[i], t);
-    }
+    steps[name] = st.step;
+    for (const auto& [key, t] : st.tensors) tensors[kOptimPrefix + name + "." + key] = like_param(param, t);
   }
   extra["optim"] = json{{"kind", optimizer.kind()}, {"lr", optimizer.lr()}, {"steps", steps}};
 }
 
 void CheckpointState::add_optimizer_for_load(const nn::optim::Optimizer& optimizer, nn::Module& module,
                                              const Metadata& metadata) {
-  auto names = optimizer_param_names(optimizer, module);
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string prefix = kOptimPrefix + names[i] + ".";
-    const Tensor& p = optimizer.params()[i];
+  for (const auto& [name, p] : optimizer_params_in(optimizer, module, "checkpoint")) {
+    const std::string prefix = kOptimPrefix + name + ".";
     for (auto it = metadata.tensors.lower_bound(prefix); it != metadata.tensors.end() && it->first.starts_with(prefix);
          ++it) {
       const std::string key = it->first.substr(prefix.size());
       if (key.find('.') != std::string::npos) continue;  // a deeper parameter's state
-      tensors[it->first] = like_param(p, zeros_like(p.detach()));
+      tensors[it->first] = like_param(p, zeros_like(p.data().detach()));
     }
   }
 }
@@ -72,12 +54,12 @@ void CheckpointState::add_optimizer_for_load(const nn::optim::Optimizer& optimiz
 void CheckpointState::restore_optimizer(nn::optim::Optimizer& optimizer, nn::Module& module) const {
   DTR_CHECK(extra.contains("optim"), "checkpoint: no optimizer state (extra[\"optim\"]) in the loaded checkpoint");
   const json& o = extra.at("optim");
-  auto names = optimizer_param_names(optimizer, module);
+  auto params = optimizer_params_in(optimizer, module, "checkpoint");
   nn::optim::OptimizerState state;
   state.kind = o.at("kind").get<std::string>();
   state.lr = o.at("lr").get<double>();
   const json& steps = o.at("steps");
-  for (const auto& name : names) {
+  for (const auto& [name, param] : params) {
     nn::optim::ParamState ps;
     DTR_CHECK(steps.contains(name), "checkpoint: no optimizer step for parameter '{}'", name);
     ps.step = steps.at(name).get<int64_t>();

@@ -1,6 +1,7 @@
 #include "checkpoint/full_state_dict.h"
 
 #include "base/error.h"
+#include "checkpoint/optimizer_params.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/fully_shard.h"
 #include "mesh/distributed.h"
@@ -35,11 +36,10 @@ json broadcast_json(const json& mine) {
   return json::parse(text);
 }
 
-// The unsharded value of a parameter-like tensor (its spec when sharded).
-Tensor gather(const Tensor& local, const Tensor& param) {
-  const auto& spec = param.dtensor_spec();
-  if (!spec) return local.detach();
-  return DTensor(local.detach(), *spec).full_tensor();
+// The unsharded value of a tensor laid out like `param` (gathered when sharded).
+Tensor gather(const Tensor& local, const nn::Parameter& param) {
+  if (!param.is_sharded()) return local.detach();
+  return DTensor(local.detach(), *param.sharding()).full_tensor();
 }
 
 Tensor finish(Tensor t, const StateDictOptions& o, bool was_gathered) {
@@ -48,8 +48,8 @@ Tensor finish(Tensor t, const StateDictOptions& o, bool was_gathered) {
 }
 
 // This rank's rows of a full tensor, for a parameter (the whole tensor when plain).
-Tensor local_rows(const Tensor& full, const Tensor& param) {
-  const auto& spec = param.dtensor_spec();
+Tensor local_rows(const Tensor& full, const nn::Parameter& param) {
+  const DTensorSpec* spec = param.sharding();
   if (!spec) return full;
   Tensor t = full;
   const Shape off = spec->local_offset(), shape = spec->local_shape();
@@ -58,42 +58,25 @@ Tensor local_rows(const Tensor& full, const Tensor& param) {
 }
 
 // Problems of one full entry against its parameter ("" when none).
-std::string check_full(const std::string& name, const Tensor& value, const Tensor& param) {
+std::string check_full(const std::string& name, const Tensor& value, const nn::Parameter& param) {
   if (!value.defined()) return fmt::format("'{}': undefined tensor", name);
-  if (value.sizes() != global_shape_of(param) || value.dtype() != param.dtype()) {
-    return fmt::format("'{}': expected {} {}, found {} {}", name, dtype_name(param.dtype()),
-                       shape_text(global_shape_of(param)), dtype_name(value.dtype()), shape_text(value.sizes()));
+  if (value.sizes() != param.global_shape() || value.dtype() != param->dtype()) {
+    return fmt::format("'{}': expected {} {}, found {} {}", name, dtype_name(param->dtype()),
+                       shape_text(param.global_shape()), dtype_name(value.dtype()), shape_text(value.sizes()));
   }
   return "";
 }
 
 // The local part of a full value that only rank 0 holds (rank 0: `full`),
 // broadcast and split; a plain parameter gets the whole tensor.
-Tensor receive_local(const Tensor& full_on_rank0, const Tensor& param) {
-  const auto& spec = param.dtensor_spec();
-  Tensor full = is_rank0() ? full_on_rank0.to(param.device())
-                           : empty(global_shape_of(param), {.dtype = param.dtype(), .device = param.device()});
+Tensor receive_local(const Tensor& full_on_rank0, const nn::Parameter& param) {
+  const DTensorSpec* spec = param.sharding();
+  const Device device = param->device();
+  Tensor full = is_rank0() ? full_on_rank0.to(device)
+                           : empty(param.global_shape(), {.dtype = param->dtype(), .device = device});
   if (spec) return distribute_tensor(full, spec->mesh, spec->placements, 0).to_local();
-  distributed::world_group(param.device().type)->broadcast(full, 0)->wait();
+  distributed::world_group(device.type)->broadcast(full, 0)->wait();
   return full;
-}
-
-// The module's name of each optimizer parameter, by identity.
-std::vector<std::pair<std::string, Tensor>> optimizer_params(const nn::optim::Optimizer& optimizer,
-                                                             nn::Module& model, const char* what) {
-  fsdp::reshard_all(model);
-  auto named = model.named_parameters();
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (size_t i = 0; i < optimizer.params().size(); ++i) {
-    const Tensor& p = optimizer.params()[i];
-    auto it = std::find_if(named.begin(), named.end(), [&](const auto& np) { return np.second.is_same(p); });
-    DTR_CHECK(it != named.end(),
-              "{}: optimizer parameter {} (shape {}) is not a parameter of the module (build the optimizer from "
-              "model.parameters() after fully_shard)",
-              what, i, shape_text(p.sizes()));
-    out.emplace_back(it->first, p);
-  }
-  return out;
 }
 
 }  // namespace
@@ -105,14 +88,11 @@ nn::StateDict get_model_state_dict(nn::Module& model, const StateDictOptions& op
   fsdp::reshard_all(model);
   for (auto& [name, p] : model.named_parameters()) {
     if (!options.full_state_dict) {
-      Tensor t = finish(p.detach(), options, false);
-      t.copy_layout_from(p);
-      out.emplace(name, t);
+      out.emplace(name, finish(p.data().detach(), options, false));
       continue;
     }
-    const bool sharded = p.dtensor_spec() != nullptr;
-    Tensor full = gather(p, p);  // collective when sharded; one parameter in flight
-    if (keep) out.emplace(name, finish(std::move(full), options, sharded));
+    Tensor full = gather(p.data(), p);  // collective when sharded; one parameter in flight
+    if (keep) out.emplace(name, finish(std::move(full), options, p.is_sharded()));
   }
   if (keep) {
     for (auto& [name, b] : model.named_buffers()) out.emplace(name, finish(b.detach(), options, false));
@@ -123,10 +103,8 @@ nn::StateDict get_model_state_dict(nn::Module& model, const StateDictOptions& op
 void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const StateDictOptions& options) {
   autograd::NoGradGuard no_grad;
   fsdp::reshard_all(model);
-  auto params = model.named_parameters();
-  auto buffers = model.named_buffers();
-  std::vector<std::pair<std::string, Tensor>> slots = params;
-  slots.insert(slots.end(), buffers.begin(), buffers.end());
+  auto slots = model.named_parameters();  // and the buffers, as plain parameters
+  for (auto& [name, b] : model.named_buffers()) slots.emplace_back(name, nn::Parameter(b));
   const bool broadcast = options.full_state_dict && options.broadcast_from_rank0;
   DTR_CHECK(!options.broadcast_from_rank0 || options.full_state_dict,
             "set_model_state_dict: broadcast_from_rank0 needs full_state_dict (the dict holds full tensors)");
@@ -146,9 +124,10 @@ void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const S
       std::string problem;
       if (options.full_state_dict) {
         problem = check_full(name, it->second, p);
-      } else if (it->second.sizes() != p.sizes() || it->second.dtype() != p.dtype()) {
-        problem = fmt::format("'{}': expected the local shard {} {}, found {} {}", name, dtype_name(p.dtype()),
-                              shape_text(p.sizes()), dtype_name(it->second.dtype()), shape_text(it->second.sizes()));
+      } else if (it->second.sizes() != p.data().sizes() || it->second.dtype() != p.data().dtype()) {
+        problem = fmt::format("'{}': expected the local shard {} {}, found {} {}", name,
+                              dtype_name(p.data().dtype()), shape_text(p.data().sizes()),
+                              dtype_name(it->second.dtype()), shape_text(it->second.sizes()));
       }
       if (!problem.empty()) mismatched.push_back(problem);
     }
@@ -181,15 +160,15 @@ void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const S
     } else {
       local = state.at(name);
     }
-    p.copy_(local.to(p.device()));
-    p.bump_version();
+    p.data().copy_(local.to(p.data().device()));
+    p.data().bump_version();
   }
 }
 
 OptimizerStateDict get_optimizer_state_dict(nn::Module& model, const nn::optim::Optimizer& optimizer,
                                             const StateDictOptions& options) {
   autograd::NoGradGuard no_grad;
-  auto params = optimizer_params(optimizer, model, "get_optimizer_state_dict");
+  auto params = optimizer_params_in(optimizer, model, "get_optimizer_state_dict");
   const bool keep = !(options.full_state_dict && options.rank0_only) || is_rank0();
   OptimizerStateDict out;
   if (keep) {
@@ -203,13 +182,11 @@ OptimizerStateDict get_optimizer_state_dict(nn::Module& model, const nn::optim::
     nn::optim::ParamState ps{.step = st.step, .tensors = {}};
     for (const auto& [key, t] : st.tensors) {
       if (!options.full_state_dict) {
-        Tensor local = finish(t.detach(), options, false);
-        local.copy_layout_from(p);
-        ps.tensors.emplace(key, local);
+        ps.tensors.emplace(key, finish(t.detach(), options, false));
         continue;
       }
       Tensor full = gather(t, p);
-      if (keep) ps.tensors.emplace(key, finish(std::move(full), options, p.dtensor_spec() != nullptr));
+      if (keep) ps.tensors.emplace(key, finish(std::move(full), options, p.is_sharded()));
     }
     if (keep) out.state.emplace(name, std::move(ps));
   }
@@ -221,7 +198,7 @@ void set_optimizer_state_dict(nn::Module& model, nn::optim::Optimizer& optimizer
   autograd::NoGradGuard no_grad;
   DTR_CHECK(options.full_state_dict,
             "set_optimizer_state_dict: expected full_state_dict (entries are full tensors keyed by fqn)");
-  auto params = optimizer_params(optimizer, model, "set_optimizer_state_dict");
+  auto params = optimizer_params_in(optimizer, model, "set_optimizer_state_dict");
   const bool broadcast = options.broadcast_from_rank0;
 
   // The plan (kind, lr, per fqn: step and state names), checked on rank 0 when broadcasting.
@@ -271,7 +248,7 @@ void set_optimizer_state_dict(nn::Module& model, nn::optim::Optimizer& optimizer
         } else {
           local = local_rows(state.state.at(name).tensors.at(key), p);
         }
-        ps.tensors.emplace(key, local.to(p.device()).contiguous());
+        ps.tensors.emplace(key, local.to(p.data().device()).contiguous());
       }
     }
     loaded.params.push_back(std::move(ps));

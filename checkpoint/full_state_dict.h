@@ -15,8 +15,9 @@
 // parameter is on the accelerator at any time. With rank0_only the other ranks
 // drop each gathered tensor at once and return an empty dict. Plain (unsharded)
 // parameters and buffers are returned as detached handles (cloned to the CPU with
-// cpu_offload). Without full_state_dict the entries are the local shards, each
-// carrying its DTensorSpec (Tensor::dtensor_spec()), with no communication.
+// cpu_offload). Without full_state_dict the entries are the local shards, with no
+// communication (their layouts are the parameters' sharding(); fsdp's
+// get_sharded_state_dict gives the shards as DTensors).
 //
 // set_*: the dict holds full tensors (the single-process model's). Without
 // broadcast_from_rank0 every rank passes the whole dict and keeps its own rows

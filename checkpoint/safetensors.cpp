@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 namespace dtr::checkpoint {
@@ -201,12 +202,25 @@ void SafetensorsWriter::finish() {
 
 namespace {
 
-std::vector<std::pair<std::string, Tensor>> slots_of(nn::Module& model) {
+// A parameter or buffer as a file sees it: what this rank holds and, for a sharded
+// parameter, its layout.
+struct ModelTensor {
+  std::string name;
+  Tensor local;
+  std::optional<DTensorSpec> sharding;
+
+  Shape global_shape() const { return sharding ? sharding->shape : local.sizes(); }
+  Tensor full() const { return sharding ? DTensor(local.detach(), *sharding).full_tensor() : local.detach(); }
+};
+
+std::vector<ModelTensor> tensors_of(nn::Module& model) {
   fsdp::reshard_all(model);
-  auto slots = model.named_parameters();
-  auto buffers = model.named_buffers();
-  slots.insert(slots.end(), buffers.begin(), buffers.end());
-  return slots;
+  std::vector<ModelTensor> out;
+  for (auto& [name, p] : model.named_parameters()) {
+    out.push_back({name, p.data(), p.is_sharded() ? std::optional<DTensorSpec>(*p.sharding()) : std::nullopt});
+  }
+  for (auto& [name, b] : model.named_buffers()) out.push_back({name, b, std::nullopt});
+  return out;
 }
 
 }  // namespace
@@ -215,7 +229,7 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
   autograd::NoGradGuard no_grad;
   const bool writer_rank = distributed::rank() == 0;
   const fs::path tmp = fs::path(path.string() + ".tmp");
-  auto slots = slots_of(model);
+  const auto slots = tensors_of(model);
   std::string error;
   std::unique_ptr<SafetensorsWriter> writer;
   auto attempt = [&](auto&& f) {
@@ -228,13 +242,13 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
   };
   attempt([&] {
     std::vector<SafetensorsWriter::Entry> entries;
-    for (auto& [name, t] : slots) entries.push_back({name, t.dtype(), global_shape_of(t)});
+    for (const auto& t : slots) entries.push_back({t.name, t.local.dtype(), t.global_shape()});
     writer = std::make_unique<SafetensorsWriter>(tmp, std::move(entries), metadata);
   });
-  for (auto& [name, t] : slots) {
+  for (const auto& t : slots) {
     // Every rank takes part in each gather, even after rank 0 failed.
-    Tensor full = t.dtensor_spec() ? DTensor(t.detach(), *t.dtensor_spec()).full_tensor() : t.detach();
-    attempt([&] { writer->write(name, full); });
+    Tensor full = t.full();
+    attempt([&] { writer->write(t.name, full); });
   }
   attempt([&] {
     writer->finish();
@@ -251,21 +265,22 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
 
 void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
   autograd::NoGradGuard no_grad;
-  auto slots = slots_of(model);
+  const auto slots = tensors_of(model);
   std::string error;
   std::vector<std::pair<Tensor, Tensor>> staged;  // slot, its local part
   try {
     const SafetensorsHeader header = read_safetensors_header(path);
     std::vector<std::string> missing, mismatched, unexpected;
     std::set<std::string> known;
-    for (auto& [name, t] : slots) {
-      known.insert(name);
-      auto it = header.tensors.find(name);
+    for (const auto& t : slots) {
+      known.insert(t.name);
+      auto it = header.tensors.find(t.name);
       if (it == header.tensors.end()) {
-        missing.push_back(name);
-      } else if (it->second.shape != global_shape_of(t)) {
-        mismatched.push_back(fmt::format("'{}': the model has {} {}, the file {} {}", name, dtype_name(t.dtype()),
-                                         shape_text(global_shape_of(t)), safetensors_dtype(it->second.dtype),
+        missing.push_back(t.name);
+      } else if (it->second.shape != t.global_shape()) {
+        mismatched.push_back(fmt::format("'{}': the model has {} {}, the file {} {}", t.name,
+                                         dtype_name(t.local.dtype()), shape_text(t.global_shape()),
+                                         safetensors_dtype(it->second.dtype),
                                          shape_text(it->second.shape)));
       }
     }
@@ -275,12 +290,11 @@ void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
     DTR_CHECK(mismatched.empty() && (!strict || (missing.empty() && unexpected.empty())),
               "load_safetensors from {}: missing tensors [{}], unexpected tensors [{}], mismatched [{}]",
               path.string(), fmt::join(missing, ", "), fmt::join(unexpected, ", "), fmt::join(mismatched, "; "));
-    for (auto& [name, t] : slots) {
-      if (!header.tensors.contains(name)) continue;
-      const auto& spec = t.dtensor_spec();
-      const Box box = spec ? Box{spec->local_offset(), spec->local_shape()}
-                           : Box{Shape(t.sizes().size(), 0), t.sizes()};
-      staged.emplace_back(t, read_safetensors_box(path, header, name, box));
+    for (const auto& t : slots) {
+      if (!header.tensors.contains(t.name)) continue;
+      const Box box = t.sharding ? Box{t.sharding->local_offset(), t.sharding->local_shape()}
+                                 : Box{Shape(t.local.sizes().size(), 0), t.local.sizes()};
+      staged.emplace_back(t.local, read_safetensors_box(path, header, t.name, box));
     }
   } catch (const std::exception& e) {
     error = e.what();

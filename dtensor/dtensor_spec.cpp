@@ -31,10 +31,6 @@ DTensorSpec DTensorSpec::make(mesh::DeviceMesh mesh, Placements placements, Shap
   return DTensorSpec{std::move(mesh), std::move(placements), std::move(shape), dtype};
 }
 
-Shape global_shape_of(const Tensor& t) { return t.dtensor_spec() ? t.dtensor_spec()->shape : t.sizes(); }
-
-int64_t global_numel_of(const Tensor& t) { return numel_of(global_shape_of(t)); }
-
 Shape DTensorSpec::local_shape() const { return local_shape(mesh.coordinate()); }
 Shape DTensorSpec::local_offset() const { return local_offset(mesh.coordinate()); }
 

@@ -26,11 +26,6 @@ ShardRange shard_range(int64_t size, int64_t chunks, int64_t index);
 // ceil(size / chunks): the padded length every chunk is brought to for collectives.
 int64_t padded_shard_length(int64_t size, int64_t chunks);
 
-// The global (logical) shape of `t`: its DTensor's when t is the local part of one
-// (a parameter fully_shard sharded carries its spec), else its own; and its numel.
-Shape global_shape_of(const Tensor& t);
-int64_t global_numel_of(const Tensor& t);
-
 struct DTensorSpec {
   mesh::DeviceMesh mesh;
   Placements placements;  // one per mesh dim; Shard dims normalised to >= 0

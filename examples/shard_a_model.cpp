@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   model.to_empty(Device::cpu());
   held = report("3. to_empty(cpu): each rank allocates its shards, about 1/N of the parameters");
   int64_t row_bytes = 0;  // one row of every parameter: the most an uneven split adds
-  for (const auto& [name, p] : model.named_parameters()) row_bytes += 4 * p.numel() / std::max<int64_t>(1, p.size(0));
+  for (const auto& [name, p] : model.named_parameters()) row_bytes += 4 * p->numel() / std::max<int64_t>(1, p->size(0));
   for (const Held& h : held) {
     expect(std::abs(h.params - 4.0 * static_cast<double>(psi) / n) <= static_cast<double>(row_bytes),
            fmt::format("parameter bytes {} are 4 * Psi / N = {} (+- one row per parameter)", h.params, 4.0 * psi / n));

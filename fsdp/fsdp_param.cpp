@@ -32,18 +32,17 @@ FSDPParam::FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor
   shard.storage().set_tag(MemoryTag::param);
   if (placement.pin_memory && shard.device().is_cpu()) shard.storage().pin();  // a meta shard: at its first all-gather
   if (requires_grad_) shard.requires_grad_();
-  shard.set_logical_slice(LogicalSlice{.logical_shape = full.sizes(), .offset = spec_->local_offset()});
-  shard.set_dtensor_spec(spec_);
-  // Mark the full tensor too: another group finding it in a slot is a tied weight
-  // split across groups, which fully_shard refuses.
-  full.set_dtensor_spec(spec_);
-  for (auto& slot : slots_) slot.module->set_parameter(slot.name, shard);
+  original_ = full.weak_ref();
+  for (auto& slot : slots_) slot.module->set_sharded_parameter(slot.name, shard, spec_);
 }
 
-Tensor FSDPParam::sharded() const {
-  if (unsharded_installed_) return saved_shard_;
-  return slots_.front().module->parameter(slots_.front().name);
+bool FSDPParam::was_sharded_from(const Tensor& t) const {
+  const auto other = t.weak_ref();
+  std::owner_less<std::weak_ptr<const void>> before;
+  return !before(original_, other) && !before(other, original_);
 }
+
+Tensor FSDPParam::sharded() const { return slots_.front().module->parameter_handle(slots_.front().name).data(); }
 
 void FSDPParam::allocate_unsharded(Device device) {
   autograd::NoGradGuard no_grad;
@@ -66,15 +65,13 @@ bool FSDPParam::unsharded_allocated() const { return unsharded_.defined() && uns
 
 void FSDPParam::install_unsharded() {
   if (unsharded_installed_) return;
-  saved_shard_ = sharded();
-  for (auto& slot : slots_) slot.module->set_parameter(slot.name, unsharded_);
+  for (auto& slot : slots_) slot.module->install_parameter(slot.name, unsharded_);
   unsharded_installed_ = true;
 }
 
 void FSDPParam::install_sharded() {
   if (!unsharded_installed_) return;
-  for (auto& slot : slots_) slot.module->set_parameter(slot.name, saved_shard_);
-  saved_shard_ = Tensor();
+  for (auto& slot : slots_) slot.module->install_parameter(slot.name, std::nullopt);
   unsharded_installed_ = false;
 }
 

@@ -55,8 +55,12 @@ class FSDPParam {
   int64_t padded_numel() const { return padded_rows_ * row_numel_; }
   int64_t local_rows() const { return local_rows_; }
 
-  // The shard: what the slots hold between steps (read from the slot, so that
-  // to_empty / load_state_dict replacing it are seen).
+  // True when `t` is the tensor this parameter was sharded from: found in another
+  // module's slot, it is a weight tied across fully_shard groups.
+  bool was_sharded_from(const Tensor& t) const;
+
+  // The shard: the slots' own tensor (read from the slot, so that to_empty /
+  // load_state_dict replacing it are seen).
   Tensor sharded() const;
   // The unsharded tensor (allocated or not).
   const Tensor& unsharded() const { return unsharded_; }
@@ -68,7 +72,8 @@ class FSDPParam {
   void release_unsharded();
   bool unsharded_allocated() const;
 
-  // Puts the unsharded tensor / the shard into every slot.
+  // Makes every slot's module compute with the unsharded tensor / with the shard
+  // again (nn::Module::install_parameter; the shard stays the slots' own tensor).
   void install_unsharded();
   void install_sharded();
   bool unsharded_installed() const { return unsharded_installed_; }
@@ -77,12 +82,12 @@ class FSDPParam {
   std::string fqn_;
   std::vector<ParamSlot> slots_;
   std::shared_ptr<const DTensorSpec> spec_;
+  std::weak_ptr<const void> original_;  // the tensor sharded (not kept alive)
   int64_t row_numel_ = 1;
   int64_t padded_rows_ = 0;
   int64_t local_rows_ = 0;
   bool requires_grad_ = true;
   DType compute_dtype_ = DType::f32;
-  Tensor saved_shard_;  // the shard while the unsharded tensor is installed
   Tensor unsharded_padded_;
   Tensor unsharded_;
   bool unsharded_installed_ = false;

@@ -74,6 +74,17 @@ struct FoundParam {
   Tensor tensor;
 };
 
+// True when an earlier fully_shard call sharded `t` (its original tensor, still
+// held by a slot outside that call's modules: a tied weight).
+bool sharded_by_another_call(const Tensor& t) {
+  for (const auto& state : all_states()) {
+    for (const auto& param : state->group().params()) {
+      if (param->was_sharded_from(t)) return true;
+    }
+  }
+  return false;
+}
+
 // The parameters of `module`'s tree that no inner fully_shard call manages.
 std::vector<FoundParam> collect_parameters(nn::Module& module, const std::string& what) {
   auto modules = module.named_modules();
@@ -87,9 +98,10 @@ std::vector<FoundParam> collect_parameters(nn::Module& module, const std::string
   std::vector<FoundParam> found;
   for (auto& [path, m] : modules) {
     if (managed.contains(m)) continue;
-    for (auto& [name, t] : m->named_parameters(/*recurse=*/false)) {
+    for (auto& [name, param] : m->named_parameters(/*recurse=*/false)) {
       const std::string fqn = path.empty() ? name : path + "." + name;
-      DTR_CHECK(!t.dtensor_spec(),
+      const Tensor& t = param.data();
+      DTR_CHECK(!param.is_sharded() && !sharded_by_another_call(t),
                 "fully_shard({}): parameter '{}' is already sharded by another fully_shard call: a parameter shared "
                 "between groups (e.g. tied weights split across groups) must live in one group; shard the module "
                 "that holds both uses instead",

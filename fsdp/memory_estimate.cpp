@@ -68,19 +68,20 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
     g.path = path;
     std::optional<DType> group_compute;
     for (auto& [name, p] : m->named_parameters()) {
-      if (contains(claimed, p)) continue;
-      add_unique(claimed, p);
-      const Shape shape = global_shape_of(p);
+      if (contains(claimed, p.data())) continue;
+      add_unique(claimed, p.data());
+      const Shape shape = p.global_shape();
       DTR_CHECK(!shape.empty(), "estimate_memory: parameter '{}' is 0-dim (fully_shard needs dim 0)", name);
-      const int64_t rows = shape[0], row_numel = global_numel_of(p) / std::max<int64_t>(rows, 1);
+      const int64_t rows = shape[0], row_numel = p.global_numel() / std::max<int64_t>(rows, 1);
       const int64_t chunk = (rows + k - 1) / k;
       const int64_t local_rows = std::clamp<int64_t>(rows - l.shard_index * chunk, 0, chunk);
-      const DType compute = options.param_dtype && is_floating(p.dtype()) ? *options.param_dtype : p.dtype();
+      const DType dtype = p.data().dtype();
+      const DType compute = options.param_dtype && is_floating(dtype) ? *options.param_dtype : dtype;
       group_compute = compute;
-      g.numel += global_numel_of(p);
+      g.numel += p.global_numel();
       g.shard_numel += local_rows * row_numel;
       g.flat_numel += chunk * row_numel;
-      e.params += local_rows * row_numel * size_of(p.dtype());
+      e.params += local_rows * row_numel * size_of(dtype);
     }
     g.unsharded_bytes = group_compute ? k * g.flat_numel * size_of(*group_compute) : 0;
     e.num_params += g.numel;

@@ -12,11 +12,11 @@ ShardedStateDict get_sharded_state_dict(nn::Module& module) {
   reshard_all(module);
   ShardedStateDict out;
   for (auto& [name, p] : module.named_parameters()) {
-    DTR_CHECK(p.dtensor_spec() != nullptr,
+    DTR_CHECK(p.is_sharded(),
               "get_sharded_state_dict: parameter '{}' is not sharded (apply fully_shard to the root first), or "
               "the call is inside a forward/backward where the slots hold unsharded tensors",
               name);
-    out.emplace(name, DTensor(p.detach(), *p.dtensor_spec()));
+    out.emplace(name, p.as_dtensor().detach());
   }
   return out;
 }
@@ -34,16 +34,16 @@ void load_sharded_state_dict(nn::Module& module, const ShardedStateDict& state, 
       missing.push_back(name);
       continue;
     }
-    const auto& spec = p.dtensor_spec();
+    const DTensorSpec* spec = p.sharding();
     const DTensor& value = it->second;
     if (!spec || value.shape() != spec->shape || value.dtype() != spec->dtype ||
         value.placements() != spec->placements || value.device_mesh().shape() != spec->mesh.shape() ||
-        value.to_local().sizes() != p.sizes()) {
+        value.to_local().sizes() != p.data().sizes()) {
       mismatched.push_back(fmt::format("{} (parameter {}, given {})", name,
                                        spec ? spec->to_string() : std::string("not sharded"), value.to_string()));
       continue;
     }
-    copies.emplace_back(p, value.to_local());
+    copies.emplace_back(p.data(), value.to_local());
   }
   std::vector<std::string> unexpected;
   for (auto& [name, value] : state) {

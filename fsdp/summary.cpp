@@ -71,10 +71,10 @@ void visit(nn::Module& module, const std::string& path, int depth, bool under_gr
   row.depth = depth;
   std::vector<Tensor> seen;
   for (auto& [name, p] : module.named_parameters()) {
-    if (std::any_of(seen.begin(), seen.end(), [&](const Tensor& o) { return o.is_same(p); })) continue;
-    seen.push_back(p);
-    row.num_params += global_numel_of(p);
-    row.bytes += global_numel_of(p) * static_cast<int64_t>(element_size(p.dtype()));
+    if (std::any_of(seen.begin(), seen.end(), [&](const Tensor& o) { return o.is_same(p.data()); })) continue;
+    seen.push_back(p.data());
+    row.num_params += p.global_numel();
+    row.bytes += p.global_numel() * static_cast<int64_t>(element_size(p.data().dtype()));
   }
   const bool sharded = is_fully_sharded(module);
   if (sharded) row.group = group_of(module, !under_group, paths);

@@ -58,11 +58,11 @@ std::vector<Tensor> walk(nn::Module& module, const std::string& path, bool is_ro
     for (const Tensor& t : walk(*child, join(path, name), false, policy, out)) add_unique(unclaimed, t);
   }
   for (auto& [name, p] : module.named_parameters(/*recurse=*/false)) {
-    if (!p.dtensor_spec()) add_unique(unclaimed, p);  // a spec: sharded by an earlier call
+    if (!p.is_sharded()) add_unique(unclaimed, p.data());  // sharded: by an earlier call
   }
   if (is_root) return unclaimed;
   int64_t count = 0;
-  for (const Tensor& t : unclaimed) count += global_numel_of(t);
+  for (const Tensor& t : unclaimed) count += t.numel();  // all unsharded
   if (policy(module, count)) {
     out.emplace_back(path, &module);
     return {};

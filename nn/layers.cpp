@@ -1,10 +1,10 @@
 #include "nn/layers.h"
 
+#include "nn/init.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/factory.h"
 #include "tensor/ops/dropout.h"
 #include "tensor/ops/nn.h"
-#include "tensor/random.h"
 
 namespace dtr::nn {
 
@@ -23,7 +23,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, double init_std, const
   reset_own_parameters();
 }
 
-void Embedding::reset_own_parameters() { normal_(weight_, 0.0, init_std_); }
+void Embedding::reset_own_parameters() { init::normal_(weight_, 0.0, init_std_); }
 
 Tensor Embedding::forward(const Tensor& indices) { return embedding(weight_, indices); }
 

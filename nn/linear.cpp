@@ -1,10 +1,10 @@
 #include "nn/linear.h"
 
+#include "nn/init.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
-#include "tensor/random.h"
 
 #include <cmath>
 
@@ -27,13 +27,13 @@ Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& o
 
 void Linear::reset_own_parameters() {
   if (init_std_ > 0) {
-    normal_(weight_, 0.0, init_std_);
+    init::normal_(weight_, 0.0, init_std_);
     if (bias_.defined()) bias_->zero_();
     return;
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
-  uniform_(weight_, -bound, bound);
-  if (bias_.defined()) uniform_(bias_, -bound, bound);
+  init::uniform_(weight_, -bound, bound);
+  if (bias_.defined()) init::uniform_(bias_, -bound, bound);
 }
 
 Tensor Linear::forward(const Tensor& input) {
@@ -44,7 +44,7 @@ Tensor Linear::forward(const Tensor& input) {
   DTR_CHECK(input.dim() >= 1 && input.size(-1) == in,
             "Linear: expected input with last dim {} (in_features{}), got shape {}", in,
             in == in_ ? "" : ", this rank's share", shape_str(input.sizes()));
-  return linear(input, weight, bias_.defined() ? bias_.data() : Tensor(), activation_);
+  return linear(input, weight, bias_.defined() ? bias_.in_use() : Tensor(), activation_);
 }
 
 }  // namespace dtr::nn

@@ -135,9 +135,8 @@ void name_modules_for_profiling(Module& root) {
   }
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, p] : parameters_) out.emplace_back(name, p.data());
+std::vector<std::pair<std::string, Parameter>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Parameter>> out = parameters_;
   if (!recurse) return out;
   for (const auto& [child_name, child] : children_) {
     for (auto& [name, p] : child->named_parameters(true)) out.emplace_back(join_name(child_name, name), p);
@@ -145,8 +144,8 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurs
   return out;
 }
 
-std::vector<Tensor> Module::parameters(bool recurse) const {
-  std::vector<Tensor> out;
+std::vector<Parameter> Module::parameters(bool recurse) const {
+  std::vector<Parameter> out;
   for (auto& [name, p] : named_parameters(recurse)) out.push_back(p);
   return out;
 }
@@ -172,7 +171,7 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;
-  for (const Tensor& p : parameters()) n += p.numel();
+  for (const Parameter& p : parameters()) n += p.data().numel();
   return n;
 }
 
@@ -187,8 +186,10 @@ bool Module::has_parameter(const std::string& name) const {
   return std::any_of(parameters_.begin(), parameters_.end(), [&](const auto& p) { return p.first == name; });
 }
 
-const Tensor& Module::parameter(const std::string& name) const {
-  if (const Parameter* p = find_parameter(name)) return p->data();
+const Tensor& Module::parameter(const std::string& name) const { return parameter_handle(name).in_use(); }
+
+Parameter Module::parameter_handle(const std::string& name) const {
+  if (const Parameter* p = find_parameter(name)) return *p;
   std::vector<std::string> names;
   for (const auto& [n, p] : parameters_) names.push_back(n);
   DTR_FAIL("{}: no parameter named '{}' (it has: {})", type_name(), name, fmt::join(names, ", "));
@@ -197,14 +198,39 @@ const Tensor& Module::parameter(const std::string& name) const {
 void Module::set_parameter(const std::string& name, Tensor value) {
   const Parameter* p = find_parameter(name);
   DTR_CHECK(p != nullptr, "{}: no parameter named '{}' to replace", type_name(), name);
-  p->slot() = std::move(value);
+  const DTensorSpec* sharding = p->sharding();
+  DTR_CHECK(sharding == nullptr || (value.defined() && value.sizes() == sharding->local_shape()),
+            "{}: parameter '{}' is sharded ({}), so its tensor must be this rank's shard of shape {}, got {}",
+            type_name(), name, sharding ? sharding->to_string() : "",
+            sharding ? shape_str(sharding->local_shape()) : "",
+            value.defined() ? shape_str(value.sizes()) : std::string("an undefined tensor"));
+  p->slot().value = std::move(value);
+}
+
+void Module::install_parameter(const std::string& name, std::optional<Tensor> tensor) {
+  const Parameter* p = find_parameter(name);
+  DTR_CHECK(p != nullptr, "{}: no parameter named '{}' to install a tensor for", type_name(), name);
+  p->slot().installed = std::move(tensor);
+}
+
+void Module::set_sharded_parameter(const std::string& name, Tensor local_shard,
+                                   std::shared_ptr<const DTensorSpec> sharding) {
+  const Parameter* p = find_parameter(name);
+  DTR_CHECK(p != nullptr, "{}: no parameter named '{}' to shard", type_name(), name);
+  DTR_CHECK(sharding != nullptr && local_shard.sizes() == sharding->local_shape(),
+            "{}: parameter '{}': the local shard has shape {}, its layout {} wants {}", type_name(), name,
+            shape_str(local_shard.sizes()), sharding ? sharding->to_string() : std::string("(none)"),
+            sharding ? shape_str(sharding->local_shape()) : std::string("-"));
+  p->slot() = Parameter::Slot{std::move(local_shard), std::nullopt, std::move(sharding)};
 }
 
 Parameter Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_local_name(*this, "parameter", name);
   DTR_CHECK(value.defined(), "{}: parameter '{}' is undefined", type_name(), name);
   DTR_CHECK(!has_parameter(name), "{}: parameter '{}' is registered twice", type_name(), name);
-  parameters_.emplace_back(name, Parameter(std::make_shared<Tensor>(as_parameter(std::move(value), requires_grad))));
+  parameters_.emplace_back(
+      name, Parameter(std::make_shared<Parameter::Slot>(
+                Parameter::Slot{as_parameter(std::move(value), requires_grad), std::nullopt, nullptr})));
   return parameters_.back().second;
 }
 
@@ -244,13 +270,11 @@ void Module::on_replace_child(const std::string& name, const ModulePtr& old_modu
 void Module::to(Device device) {
   NoGradGuard no_grad;
   for (auto& [name, param] : parameters_) {
-    Tensor& p = param.slot();
+    Tensor& p = param.slot().value;  // a shard stays a shard: the slot keeps its sharding
     if (p.device() == device) continue;
     bool wants_grad = p.requires_grad();
     MemoryTagGuard tag(MemoryTag::param);
-    Tensor moved = as_parameter(p.to(device), wants_grad);
-    moved.copy_layout_from(p);
-    p = moved;
+    p = as_parameter(p.to(device), wants_grad);
   }
   for (auto& [name, b] : buffers_) b = b.to(device);
   for (auto& [name, child] : children_) child->to(device);
@@ -259,7 +283,7 @@ void Module::to(Device device) {
 void Module::to(DType dtype) {
   NoGradGuard no_grad;
   for (auto& [name, param] : parameters_) {
-    Tensor& p = param.slot();
+    Tensor& p = param.slot().value;
     if (!is_floating(p.dtype()) || p.dtype() == dtype) continue;
     bool wants_grad = p.requires_grad();
     MemoryTagGuard tag(MemoryTag::param);
@@ -273,12 +297,9 @@ void Module::to(DType dtype) {
 
 void Module::to_empty(Device device) {
   for (auto& [name, param] : parameters_) {
-    Tensor& p = param.slot();
+    Tensor& p = param.slot().value;  // a shard stays a shard: the slot keeps its sharding
     bool wants_grad = p.requires_grad();
-    Tensor fresh = as_parameter(empty(p.sizes(), {.dtype = p.dtype(), .device = device, .tag = MemoryTag::param}),
-                                wants_grad);
-    fresh.copy_layout_from(p);  // a shard stays a shard of the same global tensor
-    p = fresh;
+    p = as_parameter(empty(p.sizes(), {.dtype = p.dtype(), .device = device, .tag = MemoryTag::param}), wants_grad);
   }
   for (auto& [name, b] : buffers_) b = empty(b.sizes(), {.dtype = b.dtype(), .device = device});
   for (auto& [name, child] : children_) child->to_empty(device);
@@ -296,13 +317,14 @@ void Module::train(bool on) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [name, p] : named_parameters()) out[name] = p.detach();
+  for (auto& [name, p] : named_parameters()) out[name] = p.data().detach();
   for (auto& [name, b] : named_buffers()) out[name] = b.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::pair<std::string, Tensor>> targets = named_parameters();
+  std::vector<std::pair<std::string, Tensor>> targets;
+  for (auto& [name, p] : named_parameters()) targets.emplace_back(name, p.data());
   for (auto& nb : named_buffers()) targets.push_back(nb);
   std::vector<std::string> missing, mismatched;
   std::set<std::string> known;
@@ -334,7 +356,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
 
 void Module::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
-  for (const Tensor& p : parameters()) {
+  for (const Parameter& param : parameters()) {
+    const Tensor& p = param.data();
     if (!p.grad().defined()) continue;
     if (set_to_none) {
       p.set_grad(Tensor());

@@ -4,11 +4,12 @@
 //
 // The general mechanisms FSDP relies on (it never special-cases a layer type):
 //   - named_parameters() / named_modules() with dotted names ("layers.0.weight");
-//   - parameter slots whose content can be swapped (set_parameter): a sharded
-//     tensor between steps, an unsharded one during compute. Modules read their
-//     parameters through the slot on every forward: by name (parameter()), or
-//     through the Parameter handle register_parameter returned (nn/parameter.h),
-//     never through a Tensor copied out of the slot;
+//   - parameter slots (nn/parameter.h) holding the parameter's own tensor (a
+//     sharded parameter: the local shard) and, while fully_shard has one
+//     installed, the unsharded tensor the module computes with instead
+//     (install_parameter). Modules read their parameters through the slot on
+//     every forward: by name (parameter()), or through the Parameter handle
+//     register_parameter returned, never through a Tensor copied out of the slot;
 //   - forward pre-hooks and post-hooks that see and may replace the input and
 //     the output. Call a module with operator(), which runs the hooks; calling
 //     forward() directly bypasses them.
@@ -44,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,8 +74,9 @@ class Module {
   Tensor operator()(const Tensor& input);
 
   // --- parameters, buffers, children ---
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
-  std::vector<Tensor> parameters(bool recurse = true) const;
+  // Handles to the parameter slots (nn/parameter.h), by dotted name.
+  std::vector<std::pair<std::string, Parameter>> named_parameters(bool recurse = true) const;
+  std::vector<Parameter> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, ModulePtr>> named_children() const;
   // Replaces child `name` (a name named_children() gives) by `module`, in the same
@@ -85,10 +88,24 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules();
   int64_t num_parameters() const;
 
-  // This module's own parameter `name` (not a child's).
+  // What this module's own parameter `name` (not a child's) computes with now
+  // (Parameter::in_use()), and the handle to its slot.
   const Tensor& parameter(const std::string& name) const;
-  // Replaces what parameter slot `name` holds. No shape check: FSDP stores shards here.
+  Parameter parameter_handle(const std::string& name) const;
+  // Replaces parameter `name`'s own tensor (tying it to another module's tensor,
+  // say). A sharded parameter keeps its layout, so the tensor must have its local
+  // shape.
   void set_parameter(const std::string& name, Tensor value);
+  // Makes parameter `name` a sharded one: its own tensor is this rank's local
+  // shard of the DTensor laid out by `sharding` (what fully_shard and
+  // tensor-parallel plans do). The shard must have the layout's local shape.
+  void set_sharded_parameter(const std::string& name, Tensor local_shard,
+                             std::shared_ptr<const DTensorSpec> sharding);
+  // Makes the module compute with `tensor` in place of parameter `name` (an
+  // undefined tensor: without it) until it is called again with nullopt. The
+  // parameter's own tensor, which optimizers step, is untouched: fully_shard
+  // installs the unsharded tensor for a forward and backward this way.
+  void install_parameter(const std::string& name, std::optional<Tensor> tensor);
   bool has_parameter(const std::string& name) const;
 
   // --- devices, dtypes, initialisation ---

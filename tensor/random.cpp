@@ -72,7 +72,6 @@ LogicalTarget check_target(std::string_view op, const Tensor& t, const LogicalSl
               "shape {}, strides {}); fill a tensor that owns each element, then expand it",
               op, d, t.size(d), shape_str(t.sizes()), shape_str(t.strides()));
   }
-  if (slice.is_whole() && !t.logical_slice().is_whole()) return check_target(op, t, t.logical_slice());
   if (slice.is_whole()) return {t.sizes(), Shape(t.sizes().size(), 0)};
   const auto rank = static_cast<size_t>(t.dim());
   DTR_CHECK(slice.logical_shape.size() == rank && slice.offset.size() == rank,

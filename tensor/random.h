@@ -6,8 +6,9 @@
 // exact counter scheme is in kernels/philox.h. A fill may write only a box of a
 // larger logical row-major tensor (LogicalSlice): the box gets exactly the values
 // a fill of the whole logical tensor would put there. This is how FSDP's meta-
-// device init works: each rank fills only its shard, and the values equal the
-// unsharded init bit for bit, whatever the world size.
+// device init works: each rank fills only its shard (nn/init.h passes a sharded
+// parameter's slice), and the values equal the unsharded init bit for bit,
+// whatever the world size.
 //
 // Each fill reads its generator's (seed, offset) and then moves the offset on by
 // kernels::philox_offset_advance(logical numel) = ceil(numel / 2), the same on

@@ -23,28 +23,9 @@ struct Tensor::Impl {
   int64_t storage_offset = 0;
   DType dtype = DType::f32;
   std::unique_ptr<autograd::AutogradMeta> autograd;
-  LogicalSlice logical_slice;
-  std::shared_ptr<const DTensorSpec> dtensor_spec;
 };
 
-const LogicalSlice& Tensor::logical_slice() const { return impl().logical_slice; }
-
-void Tensor::set_logical_slice(LogicalSlice slice) const {
-  DTR_CHECK(impl_ != nullptr, "set_logical_slice on an undefined tensor");
-  impl_->logical_slice = std::move(slice);
-}
-
-const std::shared_ptr<const DTensorSpec>& Tensor::dtensor_spec() const { return impl().dtensor_spec; }
-
-void Tensor::set_dtensor_spec(std::shared_ptr<const DTensorSpec> spec) const {
-  DTR_CHECK(impl_ != nullptr, "set_dtensor_spec on an undefined tensor");
-  impl_->dtensor_spec = std::move(spec);
-}
-
-void Tensor::copy_layout_from(const Tensor& other) const {
-  set_logical_slice(other.logical_slice());
-  set_dtensor_spec(other.dtensor_spec());
-}
+std::weak_ptr<const void> Tensor::weak_ref() const { return impl_; }
 
 autograd::AutogradMeta* Tensor::autograd_meta() const { return impl().autograd.get(); }
 

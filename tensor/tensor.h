@@ -47,9 +47,6 @@ struct LogicalSlice {
   bool is_whole() const { return logical_shape.empty() && offset.empty(); }
 };
 
-// The spec of a DTensor (dtensor/dtensor_spec.h); a Tensor only carries a pointer.
-struct DTensorSpec;
-
 // What a factory allocates: dtype, device and the memory tag the bytes are
 // counted under (the thread's current tag when not given); pin_memory: a CPU
 // tensor in pinned host memory (needs the CUDA backend and a GPU).
@@ -71,6 +68,10 @@ class Tensor {
   // How many handles share this tensor object (autograd takes over a gradient
   // nobody else holds instead of copying it).
   long use_count() const { return impl_.use_count(); }
+  // A reference that does not keep this tensor object alive. Two weak references
+  // name the same object when neither is std::owner_less than the other, which
+  // stays exact after the object is gone (no address reuse).
+  std::weak_ptr<const void> weak_ref() const;
 
   // --- metadata ---
   const Shape& sizes() const;
@@ -160,18 +161,6 @@ class Tensor {
   // an undefined tensor to keep it. Returns a handle for remove_hook().
   int register_hook(std::function<Tensor(const Tensor&)> hook) const;
   void remove_hook(int handle) const;
-  // --- distributed layout: set by fully_shard on sharded parameters ---
-  // Where this tensor sits in a larger logical tensor. Random fills given no
-  // explicit slice use it, so a shard gets the values of the unsharded fill.
-  const LogicalSlice& logical_slice() const;
-  void set_logical_slice(LogicalSlice slice) const;
-  // When this tensor is the local part of a DTensor (a sharded parameter): its
-  // spec, so that optimizers, grad clipping and state dicts see the global tensor.
-  const std::shared_ptr<const DTensorSpec>& dtensor_spec() const;
-  void set_dtensor_spec(std::shared_ptr<const DTensorSpec> spec) const;
-  // Copies both from `other` (when a parameter is re-made, e.g. by to_empty).
-  void copy_layout_from(const Tensor& other) const;
-
   // Marks an in-place write to this tensor's storage (autograd's saved-tensor check).
   void bump_version() const { storage().bump_version(); }
   autograd::AutogradMeta* autograd_meta() const;  // null when the tensor never met autograd

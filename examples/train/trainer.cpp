@@ -281,7 +281,7 @@ int run_training(TrainConfig c) {
   model->reset_parameters();
   if (rank == 0) DTR_LOG_INFO("model summary (shards of rank 0):\n{}", fsdp::summarize(*model).to_string());
 
-  const std::vector<Tensor> params = model->parameters();
+  const std::vector<nn::Parameter> params = model->parameters();
   nn::optim::FusedAdamW opt(params, {.lr = c.lr, .weight_decay = c.weight_decay});
   const nn::optim::LrSchedule schedule =
       c.schedule == "cosine"

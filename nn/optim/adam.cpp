@@ -8,10 +8,10 @@
 
 namespace dtr::nn::optim {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
+Adam::Adam(OptimizerParams params, const AdamOptions& options)
     : Adam(std::move(params), options, "Adam", false) {}
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, std::string kind,
+Adam::Adam(OptimizerParams params, const AdamOptions& options, std::string kind,
            bool decoupled)
     : Optimizer(std::move(params), options.lr, kind), options_(options), decoupled_(decoupled) {
   DTR_CHECK(options.beta1 >= 0.0 && options.beta1 < 1.0, "{}: beta1 must be in [0, 1), got {}",

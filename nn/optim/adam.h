@@ -22,12 +22,12 @@ struct AdamOptions {
 
 class Adam : public Optimizer {
  public:
-  Adam(std::vector<Tensor> params, const AdamOptions& options);
+  Adam(OptimizerParams params, const AdamOptions& options);
   const AdamOptions& options() const { return options_; }
 
  protected:
   // For AdamW: `decoupled` applies weight decay as p *= 1 - lr * weight_decay.
-  Adam(std::vector<Tensor> params, const AdamOptions& options, std::string kind, bool decoupled);
+  Adam(OptimizerParams params, const AdamOptions& options, std::string kind, bool decoupled);
 
   std::vector<std::string> state_names() const override;
   void update(const Tensor& param, const Tensor& grad, ParamState& state) override;

@@ -4,7 +4,7 @@
 
 namespace dtr::nn::optim {
 
-AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
+AdamW::AdamW(OptimizerParams params, const AdamWOptions& options)
     : Adam(std::move(params),
            AdamOptions{.lr = options.lr,
                        .beta1 = options.beta1,

@@ -19,7 +19,7 @@ struct AdamWOptions {
 
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, const AdamWOptions& options);
+  AdamW(OptimizerParams params, const AdamWOptions& options);
 };
 
 }  // namespace dtr::nn::optim

@@ -144,19 +144,28 @@ struct ShardedSplit {
   std::map<std::vector<mesh::ProcessGroup*>, std::vector<Tensor>> sharded;
 };
 
-ShardedSplit split_by_sharding(const std::vector<Tensor>& params) {
+ShardedSplit split_by_sharding(const std::vector<Parameter>& params) {
   ShardedSplit split;
-  for (const Tensor& p : params) {
-    const auto& spec = p.defined() ? p.dtensor_spec() : nullptr;
+  for (const Parameter& p : params) {
+    const DTensorSpec* spec = p.sharding();
     std::vector<mesh::ProcessGroup*> groups;
     if (spec) {
       for (int i = 0; i < static_cast<int>(spec->placements.size()); ++i) {
         if (spec->placements[i].is_shard() && spec->mesh.size(i) > 1) groups.push_back(spec->mesh.group(i).get());
       }
     }
-    (groups.empty() ? split.plain : split.sharded[groups]).push_back(p);
+    (groups.empty() ? split.plain : split.sharded[groups]).push_back(p.defined() ? p.data() : Tensor());
   }
   return split;
+}
+
+// What the parameters' slots hold (undefined for a handle that names no slot,
+// which present_grads then refuses by position).
+std::vector<Tensor> tensors_of(const std::vector<Parameter>& params) {
+  std::vector<Tensor> out;
+  out.reserve(params.size());
+  for (const Parameter& p : params) out.push_back(p.defined() ? p.data() : Tensor());
+  return out;
 }
 
 #ifdef DTR_WITH_CUDA
@@ -176,7 +185,7 @@ std::optional<Device> single_cuda_device(const std::vector<Tensor>& params) {
 
 // global_grad_norm_pow on `device`: the result stays there (one f64), and the
 // all-reduces of sharded parts run on device tensors (as NCCL needs).
-Tensor cuda_global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type, Device device) {
+Tensor cuda_global_grad_norm_pow(const std::vector<Parameter>& params, double norm_type, Device device) {
   check_norm_type("global_grad_norm_pow", norm_type);
   NoGradGuard no_grad;
   const ShardedSplit split = split_by_sharding(params);
@@ -248,9 +257,9 @@ void scale_grads_(const std::vector<Tensor>& params, double coef) {
 #endif
 }
 
-double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type) {
+double global_grad_norm_pow(const std::vector<Parameter>& params, double norm_type) {
 #ifdef DTR_WITH_CUDA
-  if (const std::optional<Device> device = single_cuda_device(params)) {
+  if (const std::optional<Device> device = single_cuda_device(tensors_of(params))) {
     return cuda_global_grad_norm_pow(params, norm_type, *device).item<double>();
   }
 #endif
@@ -280,13 +289,18 @@ double checked_norm(double total, double norm_type, bool error_if_nonfinite) {
 
 }  // namespace
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type) {
+  return global_grad_norm_pow(as_parameters(params), norm_type);
+}
+
+double clip_grad_norm_(const std::vector<Parameter>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   DTR_PROFILE_SCOPE("optim", "clip_grad_norm");
   DTR_CHECK(max_norm >= 0.0 && !std::isnan(max_norm),
             "clip_grad_norm_: max_norm must be >= 0, got {}", max_norm);
+  const std::vector<Tensor> tensors = tensors_of(params);
 #ifdef DTR_WITH_CUDA
-  if (const std::optional<Device> device = single_cuda_device(params)) {
+  if (const std::optional<Device> device = single_cuda_device(tensors)) {
     // On the device: the norm, the clip coefficient and the scaling, with one
     // read-back of the norm at the end (the return value).
     const Tensor total = cuda_global_grad_norm_pow(params, norm_type, *device);
@@ -298,7 +312,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
                                       norm_and_coef.data<double>() + 1, cuda::current_stream(device->index));
     }
     std::vector<Tensor> grads;
-    for (const Tensor& p : params) {
+    for (const Tensor& p : tensors) {
       if (p.grad().defined() && p.grad().numel() > 0) grads.push_back(p.grad());
     }
     cuda_scale_grads(grads, norm_and_coef.narrow(0, 1, 1), 1.0);
@@ -306,8 +320,13 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   }
 #endif
   const double total = total_norm_from_pow(global_grad_norm_pow(params, norm_type), norm_type);
-  if (std::isfinite(total) && total > max_norm) scale_grads_(params, max_norm / (total + 1e-6));
+  if (std::isfinite(total) && total > max_norm) scale_grads_(tensors, max_norm / (total + 1e-6));
   return checked_norm(total, norm_type, error_if_nonfinite);
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  return clip_grad_norm_(as_parameters(params), max_norm, norm_type, error_if_nonfinite);
 }
 
 }  // namespace dtr::nn::optim

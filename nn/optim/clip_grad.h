@@ -9,9 +9,10 @@
 // holds (local shards); ranks combine those parts (sum, or max for inf) and
 // total_norm_from_pow() turns the combined value into the norm; scale_grads_()
 // then applies the clip coefficient. clip_grad_norm_() does all three, and knows
-// sharded parameters: a parameter carrying a DTensorSpec (fully_shard's shards)
-// contributes its local part, combined over the mesh dims that shard it, so the
-// norm is the global one on every rank; other parameters count once.
+// sharded parameters: a sharded nn::Parameter (fully_shard's or a tensor-parallel
+// plan's) contributes its local part, combined over the mesh dims that shard it,
+// so the norm is the global one on every rank; other parameters, and plain
+// tensors, count once.
 //
 // A NaN gradient makes every norm NaN, the inf-norm included.
 //
@@ -25,6 +26,7 @@
 // its one host synchronization, the read-back of the norm it returns.
 #pragma once
 
+#include "nn/parameter.h"
 #include "tensor/tensor.h"
 
 #include <vector>
@@ -44,6 +46,7 @@ void scale_grads_(const std::vector<Tensor>& params, double coef);
 
 // The global sum of |g|^p (max for inf): local parts of sharded parameters
 // combined over their mesh (collective over those meshes' groups).
+double global_grad_norm_pow(const std::vector<Parameter>& params, double norm_type = 2.0);
 double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type = 2.0);
 
 // Returns the total (global) norm. When it exceeds max_norm (>= 0), scales every grad by
@@ -51,6 +54,8 @@ double global_grad_norm_pow(const std::vector<Tensor>& params, double norm_type 
 // infinite the grads are left unchanged (PyTorch would scale them into NaNs);
 // the caller sees the non-finite norm and decides (e.g. skips the step), or, with
 // error_if_nonfinite (as PyTorch's), gets a dtr::Error saying so.
+double clip_grad_norm_(const std::vector<Parameter>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 

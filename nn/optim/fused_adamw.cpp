@@ -52,7 +52,7 @@ struct AdamWKernels {
 
 }  // namespace
 
-FusedAdamW::FusedAdamW(std::vector<Tensor> params, const AdamWOptions& options)
+FusedAdamW::FusedAdamW(OptimizerParams params, const AdamWOptions& options)
     : Optimizer(std::move(params), options.lr, kKind), options_(options) {
   DTR_CHECK(options.beta1 >= 0.0 && options.beta1 < 1.0,
             "FusedAdamW: beta1 must be in [0, 1), got {}", options.beta1);

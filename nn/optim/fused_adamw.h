@@ -26,7 +26,7 @@ namespace dtr::nn::optim {
 
 class FusedAdamW : public Optimizer {
  public:
-  FusedAdamW(std::vector<Tensor> params, const AdamWOptions& options);
+  FusedAdamW(OptimizerParams params, const AdamWOptions& options);
   const AdamWOptions& options() const { return options_; }
 
  protected:

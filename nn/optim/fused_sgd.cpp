@@ -53,7 +53,7 @@ struct SGDKernels {
 
 }  // namespace
 
-FusedSGD::FusedSGD(std::vector<Tensor> params, const SGDOptions& options)
+FusedSGD::FusedSGD(OptimizerParams params, const SGDOptions& options)
     : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
   check_sgd_options(options, "FusedSGD");
   check_fusable_params("FusedSGD", "SGD");

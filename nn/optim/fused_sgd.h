@@ -24,7 +24,7 @@ namespace dtr::nn::optim {
 
 class FusedSGD : public Optimizer {
  public:
-  FusedSGD(std::vector<Tensor> params, const SGDOptions& options);
+  FusedSGD(OptimizerParams params, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
 
  protected:

@@ -24,13 +24,13 @@ Tensor new_state_like(const Tensor& param) {
 
 }  // namespace
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr, std::string kind)
-    : params_(std::move(params)), lr_(lr), kind_(std::move(kind)) {
+Optimizer::Optimizer(OptimizerParams params, double lr, std::string kind)
+    : params_(std::move(params.params)), lr_(lr), kind_(std::move(kind)) {
   check_lr(kind_, lr_);
   DTR_CHECK(!params_.empty(), "{}: got an empty parameter list", kind_);
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    DTR_CHECK(p.defined(), "{}: parameter {} is an undefined tensor", kind_, i);
+    DTR_CHECK(params_[i].defined() && params_[i].data().defined(), "{}: parameter {} is an undefined tensor", kind_, i);
+    const Tensor& p = params_[i].data();
     DTR_CHECK(p.requires_grad(), "{}: parameter {} (shape {}) does not require grad", kind_, i,
               shape_str(p.sizes()));
     DTR_CHECK(p.is_leaf(), "{}: parameter {} (shape {}) is not a leaf tensor (it has a grad_fn)",
@@ -42,7 +42,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, std::string kind)
     DTR_CHECK(!p.device().is_meta(), "{}: parameter {} is on the meta device (it has no data)",
               kind_, i);
     for (size_t j = 0; j < i; ++j) {
-      DTR_CHECK(!params_[j].is_same(p), "{}: parameter {} appears twice (also at {})", kind_, i, j);
+      DTR_CHECK(!params_[j].data().is_same(p), "{}: parameter {} appears twice (also at {})", kind_, i, j);
     }
   }
   state_.resize(params_.size());
@@ -63,7 +63,7 @@ void Optimizer::step() {
   DTR_PROFILE_SCOPE("optim", "optimizer step");
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
+    const Tensor& p = params_[i].data();
     const Tensor& g = p.grad();
     if (!g.defined()) continue;
     DTR_CHECK(g.sizes() == p.sizes() && g.dtype() == p.dtype() && g.device() == p.device(),
@@ -74,7 +74,7 @@ void Optimizer::step() {
   const std::vector<std::string> names = state_names();
   std::vector<PendingUpdate> updates;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
+    const Tensor& p = params_[i].data();
     if (!p.grad().defined()) continue;
     ParamState& st = state_[i];
     if (st.tensors.empty()) {
@@ -92,7 +92,7 @@ void Optimizer::update_all(const std::vector<PendingUpdate>& updates) {
 
 void Optimizer::check_fusable_params(const char* who, const char* fallback) const {
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
+    const Tensor& p = params_[i].data();
     DTR_CHECK(p.device().is_cpu() || p.device().is_cuda(),
               "{}: parameter {} (shape {}) is on {}; the fused kernels run on the CPU and CUDA devices only "
               "(use {} for other devices)",
@@ -106,7 +106,8 @@ void Optimizer::check_fusable_params(const char* who, const char* fallback) cons
 
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
-  for (const Tensor& p : params_) {
+  for (const Parameter& param : params_) {
+    const Tensor& p = param.data();
     if (!p.grad().defined()) continue;
     if (set_to_none) {
       p.set_grad({});
@@ -129,7 +130,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   const std::vector<std::string> names = state_names();
   // Check everything before changing anything.
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
+    const Tensor& p = params_[i].data();
     const ParamState& src = state.params[i];
     DTR_CHECK(src.step >= 0, "{}: load_state_dict: parameter {} has a negative step {}", kind_, i,
               src.step);
@@ -156,7 +157,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   for (size_t i = 0; i < params_.size(); ++i) {
     loaded[i].step = state.params[i].step;
     for (const auto& [name, t] : state.params[i].tensors) {
-      Tensor own = new_state_like(params_[i]);
+      Tensor own = new_state_like(params_[i].data());
       own.copy_(t);
       loaded[i].tensors[name] = own;
     }

@@ -1,12 +1,14 @@
 // Optimizer: the base of dtr's optimizers (SGD, Adam, AdamW), in dtr::nn::optim.
 //
-// An optimizer holds a list of parameters (leaf tensors that require grad, f32 or
-// f64; bf16/f16 parameters are refused until mixed precision brings f32 master
-// weights) and, per parameter, a step count and named state tensors
+// An optimizer holds a list of parameters (nn::Parameter handles, as
+// model.parameters() gives them, or plain tensors; each holding a leaf tensor that
+// requires grad, f32 or f64; bf16/f16 parameters are refused until mixed precision
+// brings f32 master weights) and, per parameter, a step count and named state tensors
 // ("momentum_buffer", "exp_avg", ...). step() updates every parameter that has a
 // gradient (the others are skipped and get no state) under NoGradGuard; the math
 // touches only `param` and `param.grad()` elementwise, so it works unchanged when
-// a parameter holds only a local shard (FSDP). State tensors are created lazily on
+// a parameter holds only a local shard (FSDP). It reads each parameter's slot at
+// every step, so it follows to() and load_state_dict() replacing the tensor. State tensors are created lazily on
 // a parameter's first update, with the parameter's shape, dtype and device,
 // counted under MemoryTag::optimizer_state. step() checks every gradient before
 // it changes anything, then hands all updates to update_all() at once.
@@ -22,9 +24,11 @@
 // MemoryTag::optimizer_state), so the dict can be dropped or reused afterwards.
 #pragma once
 
+#include "nn/parameter.h"
 #include "tensor/tensor.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +39,15 @@ namespace dtr::nn::optim {
 struct ParamState {
   int64_t step = 0;  // number of updates this parameter has received
   std::map<std::string, Tensor> tensors;
+};
+
+// What an optimizer is built from: module parameters (model.parameters()), or
+// plain tensors ({w, b}, a std::vector<Tensor>), each then in a slot of its own.
+struct OptimizerParams {
+  OptimizerParams(std::vector<Parameter> params) : params(std::move(params)) {}
+  OptimizerParams(const std::vector<Tensor>& tensors) : params(as_parameters(tensors)) {}
+  OptimizerParams(std::initializer_list<Tensor> tensors) : params(as_parameters(tensors)) {}
+  std::vector<Parameter> params;
 };
 
 // What state_dict() gives and load_state_dict() takes.
@@ -60,7 +73,7 @@ class Optimizer {
   void set_lr(double lr);  // finite and >= 0
 
   const std::string& kind() const { return kind_; }
-  const std::vector<Tensor>& params() const { return params_; }
+  const std::vector<Parameter>& params() const { return params_; }
   const ParamState& state(size_t index) const;
 
   OptimizerState state_dict() const;
@@ -68,7 +81,7 @@ class Optimizer {
 
  protected:
   // `kind` names the optimizer in errors and state dicts.
-  Optimizer(std::vector<Tensor> params, double lr, std::string kind);
+  Optimizer(OptimizerParams params, double lr, std::string kind);
 
   // Names of the state tensors each parameter gets (zeros like the parameter).
   virtual std::vector<std::string> state_names() const = 0;
@@ -94,7 +107,7 @@ class Optimizer {
   virtual void update_all(const std::vector<PendingUpdate>& updates);
 
  private:
-  std::vector<Tensor> params_;
+  std::vector<Parameter> params_;
   std::vector<ParamState> state_;
   double lr_;
   std::string kind_;

@@ -24,7 +24,7 @@ std::vector<std::string> sgd_state_names(const SGDOptions& options) {
   return {"momentum_buffer"};
 }
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
+SGD::SGD(OptimizerParams params, const SGDOptions& options)
     : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
   check_sgd_options(options, "SGD");
 }

@@ -27,7 +27,7 @@ std::vector<std::string> sgd_state_names(const SGDOptions& options);
 
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<Tensor> params, const SGDOptions& options);
+  SGD(OptimizerParams params, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
 
  protected:

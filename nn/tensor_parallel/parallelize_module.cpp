@@ -11,19 +11,14 @@ namespace dtr::nn::tensor_parallel {
 
 namespace {
 
-std::string join_name(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
-}
-
 // Replaces parameter `name` of `linear` with its local shard under `placements`.
-void shard_parameter(nn::Linear& linear, const std::string& module_name, const std::string& name,
-                     const mesh::DeviceMesh& mesh, Placements placements, ParameterSpecs& specs) {
+void shard_parameter(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
+                     Placements placements) {
   const Tensor& full = linear.parameter(name);
   DTensor d = distribute_tensor(full.detach(), mesh, std::move(placements));
   Tensor local = d.to_local().detach().clone();
   local.requires_grad_(full.requires_grad());
-  linear.set_parameter(name, local);
-  specs.insert_or_assign(join_name(module_name, name), d.spec());
+  linear.set_sharded_parameter(name, local, std::make_shared<const DTensorSpec>(d.spec()));
 }
 
 // The global shape of a module input whose local tensor is `local` under `layout`:
@@ -58,10 +53,10 @@ void check_input(const nn::Linear& linear, const std::string& module_name, const
 }
 
 void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
-                   const ColwiseParallel& style, ParameterSpecs& specs) {
-  shard_parameter(linear, name, "weight", mesh, {Shard(0)}, specs);
+                   const ColwiseParallel& style) {
+  shard_parameter(linear, "weight", mesh, {Shard(0)});
   const bool has_bias = linear.has_parameter("bias");
-  if (has_bias) shard_parameter(linear, name, "bias", mesh, {Shard(0)}, specs);
+  if (has_bias) shard_parameter(linear, "bias", mesh, {Shard(0)});
   const int64_t in = linear.in_features(), out = linear.out_features();
   linear.register_forward_pre_hook([mesh, style, in, name](nn::Module& m, const Tensor& input) {
     const Shape global = input_global_shape(input, mesh, style.input_layout, in);
@@ -81,55 +76,44 @@ void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::Devi
 }
 
 void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
-                   const RowwiseParallel& style, ParameterSpecs& specs) {
+                   const RowwiseParallel& style) {
   // Each rank's product is a partial sum: an activation must wait for the all-reduce.
   DTR_CHECK(linear.activation() == LinearActivation::none,
             "parallelize_module: RowwiseParallel on '{}', a Linear with a fused activation; its partial "
             "sums would pass through the activation before they are reduced (use ColwiseParallel there, "
             "or a Linear without an activation followed by the activation module)",
             name);
-  shard_parameter(linear, name, "weight", mesh, {Shard(1)}, specs);
+  shard_parameter(linear, "weight", mesh, {Shard(1)});
   const bool has_bias = linear.has_parameter("bias");
-  if (has_bias) {
-    const Tensor& b = linear.parameter("bias");
-    specs.insert_or_assign(join_name(name, "bias"), DTensorSpec::make(mesh, {Replicate()}, b.sizes(), b.dtype()));
-  }
-  // The bias taken out of its slot during the forward.
-  auto held_bias = std::make_shared<Tensor>();
+  if (has_bias) shard_parameter(linear, "bias", mesh, {Replicate()});
   const int64_t in = linear.in_features();
   const int64_t local_in = linear.parameter("weight").size(1);
-  linear.register_forward_pre_hook([mesh, style, in, local_in, name, has_bias, held_bias](nn::Module& m,
-                                                                                          const Tensor& input) {
+  linear.register_forward_pre_hook([mesh, style, in, local_in, name, has_bias](nn::Module& m, const Tensor& input) {
     auto& lin = static_cast<nn::Linear&>(m);
     const Shape global = input_global_shape(input, mesh, style.input_layout, in);
     check_global_input(name, global, in);
     DTensor x = DTensor::from_local(input, mesh, {style.input_layout}, {.shape = global});
     Tensor local = x.redistribute({Shard(input.dim() - 1)}).to_local();
     check_input(lin, name, local, local_in);
-    if (has_bias) {
-      const Tensor& current = lin.parameter("bias");
-      if (current.defined()) *held_bias = current;  // undefined: a forward that threw left it out
-      lin.set_parameter("bias", Tensor());
-    }
+    if (has_bias) lin.install_parameter("bias", Tensor());  // the forward runs without it
     return local;
   });
-  linear.register_forward_hook([mesh, style, has_bias, held_bias](nn::Module& m, const Tensor&, const Tensor& output) {
+  linear.register_forward_hook([mesh, style, has_bias](nn::Module& m, const Tensor&, const Tensor& output) {
     DTensor y(output, DTensorSpec::make(mesh, {Partial()}, output.sizes(), output.dtype()));
     y = y.redistribute({style.output_layout});
     if (!has_bias) return y.to_local();
-    m.set_parameter("bias", *held_bias);
-    DTensor bias(*held_bias, DTensorSpec::make(mesh, {Replicate()}, held_bias->sizes(), held_bias->dtype()));
-    return dtensor::add(y, bias).to_local();  // a Replicate bias on a sharded output syncs its gradient
+    m.install_parameter("bias", std::nullopt);
+    // A Replicate bias on a sharded output syncs its gradient.
+    return dtensor::add(y, m.parameter_handle("bias").as_dtensor()).to_local();
   });
 }
 
 }  // namespace
 
-ParameterSpecs parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan) {
+void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan) {
   DTR_CHECK(mesh.defined() && mesh.ndim() == 1, "parallelize_module: expected a 1-D mesh for tensor parallelism, got {}",
             mesh.to_string());
   auto modules = module.named_modules();
-  ParameterSpecs specs;
   for (const auto& [name, style] : plan) {
     nn::Module* target = nullptr;
     std::vector<std::string> known;
@@ -143,19 +127,18 @@ ParameterSpecs parallelize_module(nn::Module& module, const mesh::DeviceMesh& me
     DTR_CHECK(linear != nullptr, "parallelize_module: module '{}' is a {}; ColwiseParallel and RowwiseParallel apply to "
               "Linear layers only", name, target->type_name());
     if (const auto* col = std::get_if<ColwiseParallel>(&style)) {
-      apply_colwise(*linear, name, mesh, *col, specs);
+      apply_colwise(*linear, name, mesh, *col);
     } else {
-      apply_rowwise(*linear, name, mesh, std::get<RowwiseParallel>(style), specs);
+      apply_rowwise(*linear, name, mesh, std::get<RowwiseParallel>(style));
     }
   }
-  return specs;
 }
 
-DTensor parameter_dtensor(nn::Module& module, const ParameterSpecs& specs, const std::string& name) {
-  auto it = specs.find(name);
-  DTR_CHECK(it != specs.end(), "parameter_dtensor: '{}' is not a parameter the tensor-parallel plan sharded", name);
+DTensor parameter_dtensor(const nn::Module& module, const std::string& name) {
   for (const auto& [n, p] : module.named_parameters()) {
-    if (n == name) return DTensor(p, it->second);
+    if (n != name) continue;
+    DTR_CHECK(p.is_sharded(), "parameter_dtensor: '{}' is not a parameter the tensor-parallel plan sharded", name);
+    return p.as_dtensor();
   }
   DTR_FAIL("parameter_dtensor: the module has no parameter '{}'", name);
 }

@@ -4,39 +4,36 @@
 //
 //   namespace tp = dtr::nn::tensor_parallel;
 //   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {world_size}, {"tp"});
-//   auto specs = tp::parallelize_module(mlp, mesh, {{"0", tp::ColwiseParallel{}},
-//                                                   {"2", tp::RowwiseParallel{}}});
-//   Tensor y = mlp(x);                       // x and y: the full tensors on every rank
-//   DTensor w = tp::parameter_dtensor(mlp, specs, "0.weight");  // its Shard(0) DTensor
+//   tp::parallelize_module(mlp, mesh, {{"0", tp::ColwiseParallel{}}, {"2", tp::RowwiseParallel{}}});
+//   Tensor y = mlp(x);                                  // x and y: the full tensors on every rank
+//   DTensor w = tp::parameter_dtensor(mlp, "0.weight");  // its Shard(0) DTensor
 //
 // Each planned Linear's parameter slots then hold this rank's local shard (a leaf
-// requiring grad) of the parameter's DTensor, whose spec is returned by name;
-// optimizers and grad clipping see local shards, as with DTensor parameters.
+// requiring grad) of the parameter's DTensor, and record its layout
+// (nn::Parameter::sharding(); a rowwise bias: Replicate), so optimizers see local
+// shards and grad clipping, state dicts and checkpoints the global parameters.
 // Every rank must call it with the same plan (it takes the rank's chunk of the
 // current full parameters; no communication). Errors name a planned module
 // that does not exist or is not a Linear, and a mesh that is not 1-D.
 //
-// Rowwise layers drop their bias from the bias slot while their forward runs
-// (it is added after the reduction of the partial outputs) and put it back in
-// the forward hook; the pre-hook checks the input's shape and dtype first, so a
-// bad input is refused before the slot changes.
+// Rowwise layers compute without their bias (Module::install_parameter) and the
+// forward hook adds it after the reduction of the partial outputs; the pre-hook
+// checks the input's shape and dtype first, so a bad input is refused before the
+// slot changes.
 #pragma once
 
 #include "dtensor/dtensor.h"
 #include "nn/module.h"
 #include "nn/tensor_parallel/parallel_style.h"
 
-#include <map>
 #include <string>
 
 namespace dtr::nn::tensor_parallel {
 
-// The DTensor spec of every parameter the plan sharded, by dotted name.
-using ParameterSpecs = std::map<std::string, DTensorSpec>;
+void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan);
 
-ParameterSpecs parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan);
-
-// The parameter `name` of `module` (its local shard) as a DTensor with its spec.
-DTensor parameter_dtensor(nn::Module& module, const ParameterSpecs& specs, const std::string& name);
+// The parameter `name` (dotted) of `module`, which the plan laid out, as a DTensor
+// (its local shard, with its gradient).
+DTensor parameter_dtensor(const nn::Module& module, const std::string& name);
 
 }  // namespace dtr::nn::tensor_parallel

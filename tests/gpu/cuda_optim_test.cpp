@@ -108,7 +108,7 @@ void check_same_state(const Optimizer& want, const Optimizer& got, const std::st
   REQUIRE(want.params().size() == got.params().size());
   for (size_t i = 0; i < want.params().size(); ++i) {
     const std::string what =
-        label + ", parameter " + std::to_string(i) + " of " + std::to_string(want.params()[i].numel()) + " elements";
+        label + ", parameter " + std::to_string(i) + " of " + std::to_string(want.params()[i]->numel()) + " elements";
     CHECK_SAME_BITS(got.params()[i], want.params()[i], what + " (param)");
     CHECK(want.state(i).step == got.state(i).step);
     for (const auto& [name, t] : want.state(i).tensors) {

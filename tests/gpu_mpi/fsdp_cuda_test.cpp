@@ -118,9 +118,9 @@ void require_same_parameters(nn::Module& sharded, nn::Module& reference, double 
   REQUIRE(params.size() == expected.size());
   for (size_t i = 0; i < params.size(); ++i) {
     INFO(params[i].first);
-    REQUIRE(params[i].second.dtensor_spec() != nullptr);
-    REQUIRE(params[i].second.device().is_cuda());
-    Tensor full_param = DTensor(params[i].second.detach(), *params[i].second.dtensor_spec()).full_tensor();
+    REQUIRE(params[i].second.is_sharded());
+    REQUIRE(params[i].second->device().is_cuda());
+    Tensor full_param = params[i].second.as_dtensor().full_tensor();
     auto got = values_of(full_param.to(Device::cpu())), want = values_of(expected[i].second);
     REQUIRE(got.size() == want.size());
     double scale = 0, error = 0;
@@ -158,7 +158,7 @@ TEST_CASE("FSDP on CUDA trains like single-process CPU training: losses, paramet
   const int n = distributed::world_size(), me = distributed::rank();
   int64_t expected_bytes = 0;
   for (auto& [name, p] : reference->named_parameters()) {
-    const int64_t rows = p.size(0), row_numel = p.numel() / rows;
+    const int64_t rows = p->size(0), row_numel = p->numel() / rows;
     expected_bytes += shard_range(rows, n, me).length * row_numel * 4;
   }
   const int64_t param_bytes = memory_stats(gpu)[MemoryTag::param].current_bytes;
@@ -185,8 +185,8 @@ TEST_CASE("FSDP on CUDA with bf16 mixed precision tracks f32 training") {
   // Master weights stay f32 on the GPU.
   for (auto& [name, p] : model->named_parameters()) {
     INFO(name);
-    CHECK(p.dtype() == DType::f32);
-    CHECK(p.device().is_cuda());
+    CHECK(p->dtype() == DType::f32);
+    CHECK(p->device().is_cuda());
   }
 }
 
@@ -202,10 +202,10 @@ void require_offloaded_like(nn::Module& model, nn::Module& reference, bool pinne
     const Tensor& shard = params[i].second;
     CHECK(shard.device().is_cpu());
     CHECK(shard.is_pinned() == pinned);
-    REQUIRE(shard.dtensor_spec() != nullptr);
+    REQUIRE(params[i].second.is_sharded());
     // This rank's rows of the reference parameter.
-    const ShardRange range = shard_range(want[i].second.size(0), distributed::world_size(), distributed::rank());
-    auto got = values_of(shard), expected_rows = values_of(want[i].second.narrow(0, range.offset, range.length));
+    const ShardRange range = shard_range(want[i].second->size(0), distributed::world_size(), distributed::rank());
+    auto got = values_of(shard), expected_rows = values_of(want[i].second->narrow(0, range.offset, range.length));
     REQUIRE(got.size() == expected_rows.size());
     double scale = 1e-30, error = 0;
     for (size_t j = 0; j < got.size(); ++j) {
@@ -221,11 +221,11 @@ std::function<void(nn::Module&)> check_host_memory(bool pinned) {
   return [pinned](nn::Module& model) {
     for (auto& [name, p] : model.named_parameters()) {
       INFO(name);
-      REQUIRE(p.device().is_cpu());
-      CHECK(p.is_pinned() == pinned);
-      REQUIRE(p.grad().defined());
-      CHECK(p.grad().device().is_cpu());
-      CHECK(p.grad().is_pinned() == pinned);
+      REQUIRE(p->device().is_cpu());
+      CHECK(p->is_pinned() == pinned);
+      REQUIRE(p->grad().defined());
+      CHECK(p->grad().device().is_cpu());
+      CHECK(p->grad().is_pinned() == pinned);
     }
   };
 }
@@ -274,7 +274,7 @@ TEST_CASE("FSDP CPU offload of a meta model: shards made on the CPU are pinned i
   model->to_empty(Device::cpu());  // pageable shards, held by the optimizer below
   manual_seed(11);
   model->reset_parameters();
-  for (auto& [name, p] : model->named_parameters()) CHECK_FALSE(p.is_pinned());
+  for (auto& [name, p] : model->named_parameters()) CHECK_FALSE(p->is_pinned());
   auto losses = train_sharded(*model, kSteps, options, check_host_memory(true));
   for (size_t i = 0; i < losses.size(); ++i) {
     INFO("step " << i);

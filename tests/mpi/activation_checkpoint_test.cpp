@@ -79,8 +79,8 @@ Trained train(nn::Transformer& model, bool checkpoint, int steps, bool shard_inn
     out.losses.push_back(loss.item());
   }
   for (auto& [name, p] : model.named_parameters()) {
-    REQUIRE(p.dtensor_spec() != nullptr);
-    out.params.emplace_back(name, values_of(DTensor(p.detach(), *p.dtensor_spec()).full_tensor()));
+    REQUIRE(p.is_sharded());
+    out.params.emplace_back(name, values_of(p.as_dtensor().full_tensor()));
   }
   return out;
 }

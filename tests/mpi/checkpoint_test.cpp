@@ -53,7 +53,7 @@ std::unique_ptr<nn::optim::AdamW> make_optimizer(nn::Module& model) {
 // One AdamW step with gradient 0.1 * parameter: elementwise on each shard, so the
 // values do not depend on the world size or the mesh.
 void prime(nn::Module& model, nn::optim::Optimizer& opt) {
-  for (auto& p : model.parameters()) p.set_grad(mul(p.detach(), Scalar(0.1)));
+  for (auto& p : model.parameters()) p->set_grad(mul(p->detach(), Scalar(0.1)));
   opt.step();
   opt.zero_grad();
 }
@@ -69,9 +69,12 @@ fs::path test_dir(const std::string& name) {
   return dir;
 }
 
-Tensor full_of(const Tensor& t) {
-  return t.dtensor_spec() ? DTensor(t.detach(), *t.dtensor_spec()).full_tensor() : t;
+// `t` laid out like parameter `p`, unsharded.
+Tensor full_of(const nn::Parameter& p, const Tensor& t) {
+  return p.is_sharded() ? DTensor(t.detach(), *p.sharding()).full_tensor() : t;
 }
+
+Tensor full_of(const nn::Parameter& p) { return full_of(p, p); }
 
 // Every full parameter and optimizer state of `got` equals `want`'s, bit for bit.
 void require_same_training_state(nn::Module& got, nn::optim::Optimizer& got_opt, nn::Module& want,
@@ -90,9 +93,7 @@ void require_same_training_state(nn::Module& got, nn::optim::Optimizer& got_opt,
       INFO(name);
       const Tensor& mine = gs.tensors.at(name);
       // Optimizer state is sharded like its parameter.
-      Tensor gf = g[i].second.dtensor_spec() ? DTensor(mine, *g[i].second.dtensor_spec()).full_tensor() : mine;
-      Tensor wf = w[i].second.dtensor_spec() ? DTensor(t, *w[i].second.dtensor_spec()).full_tensor() : t;
-      REQUIRE(bytes_of(gf) == bytes_of(wf));
+      REQUIRE(bytes_of(full_of(g[i].second, mine)) == bytes_of(full_of(w[i].second, t)));
     }
   }
   REQUIRE(got_opt.lr() == want_opt.lr());
@@ -161,7 +162,7 @@ TEST_CASE("checkpoint save and load at the same world size restore model, optimi
   REQUIRE(ckpt::generator_from_json(r.extra.at("rng")) == gen.state());
   // Each rank reads its own shards only.
   int64_t local_bytes_total = 0;
-  for (auto& p : fresh->parameters()) local_bytes_total += static_cast<int64_t>(p.nbytes()) * 3;  // param + 2 moments
+  for (auto& p : fresh->parameters()) local_bytes_total += static_cast<int64_t>(p->nbytes()) * 3;  // param + 2 moments
   REQUIRE(result.bytes_read == local_bytes_total);
 }
 

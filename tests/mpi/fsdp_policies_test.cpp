@@ -83,7 +83,7 @@ fsdp::FSDPModule shard(nn::Transformer& model, const fsdp::FullyShardOptions& bl
   return fsdp::fully_shard(model, root_options);
 }
 
-Tensor full_of(const Tensor& shard) { return DTensor(shard.detach(), *shard.dtensor_spec()).full_tensor(); }
+Tensor full_of(const nn::Parameter& shard) { return shard.as_dtensor().full_tensor(); }
 
 void require_same_parameters(nn::Module& sharded, nn::Module& reference, double tolerance) {
   auto got = sharded.named_parameters(), want = reference.named_parameters();
@@ -114,7 +114,7 @@ TEST_CASE("HSDP on a 2x2 mesh trains like one process (and so like FSDP on 4 ran
   require_same_parameters(*model, *reference, 1e-9);
   // Each parameter is split over the shard dim only: 2 ranks hold the same rows.
   auto [name, p] = model->named_parameters().front();
-  REQUIRE(p.dtensor_spec()->placements == Placements{Replicate(), Shard(0)});
+  REQUIRE(p.sharding()->placements == Placements{Replicate(), Shard(0)});
 }
 
 TEST_CASE("HSDP with set_requires_all_reduce false on the first micro-batch matches one process", "[.np4]") {
@@ -144,7 +144,7 @@ TEST_CASE("bf16 mixed precision tracks the f32 loss curve over 50 steps, with f3
     REQUIRE(bf16_losses[i] == Approx(f32_losses[i]).epsilon(0.02).margin(0.01));
   }
   REQUIRE(f32_losses.back() < 0.5 * f32_losses.front());
-  for (auto& [name, p] : bf16_model->named_parameters()) REQUIRE(p.dtype() == DType::f32);  // master weights
+  for (auto& [name, p] : bf16_model->named_parameters()) REQUIRE(p->dtype() == DType::f32);  // master weights
 }
 
 TEST_CASE("bf16 mixed precision halves the bytes all-gathered") {
@@ -177,8 +177,8 @@ TEST_CASE("reducing f32 gradients in bf16 loses accuracy against f64 that reduci
     double error = 0;
     auto got = model->named_parameters(), want = reference->named_parameters();
     for (size_t i = 0; i < got.size(); ++i) {
-      auto g = values_of(DTensor(got[i].second.grad(), *got[i].second.dtensor_spec()).full_tensor());
-      auto w = values_of(want[i].second.grad());
+      auto g = values_of(got[i].second.as_dtensor().grad().full_tensor());
+      auto w = values_of(want[i].second->grad());
       for (size_t j = 0; j < g.size(); ++j) error += std::abs(g[j] - w[j]);
     }
     return error;
@@ -209,8 +209,8 @@ TEST_CASE("f16 gradient reduction divides before and after the sum, so large gra
   fsdp::fully_shard(*linear, {.mp_policy = {.param_dtype = DType::f16, .reduce_dtype = DType::f16}});
   Tensor x = full({1, 1}, 30000.0);
   sum((*linear)(x)).backward();
-  const Tensor& weight = linear->parameter("weight");
-  for (double v : values_of(DTensor(weight.grad(), *weight.dtensor_spec()).full_tensor())) {
+  const nn::Parameter weight = linear->named_parameters().front().second;
+  for (double v : values_of(weight.as_dtensor().grad().full_tensor())) {
     REQUIRE(v == Approx(30000.0).epsilon(1e-3));
   }
 }

@@ -36,7 +36,7 @@ std::unique_ptr<nn::optim::AdamW> make_optimizer(nn::Module& model) {
 
 // One AdamW step with gradient 0.1 * parameter (elementwise: independent of sharding).
 void prime(nn::Module& model, nn::optim::Optimizer& opt) {
-  for (auto& p : model.parameters()) p.set_grad(mul(p.detach(), Scalar(0.1)));
+  for (auto& p : model.parameters()) p->set_grad(mul(p->detach(), Scalar(0.1)));
   opt.step();
   opt.zero_grad();
 }
@@ -90,7 +90,7 @@ TEST_CASE("full model state dict equals the single-process model bit for bit, ra
     require_same(full, want);
     for (const auto& [name, t] : full) REQUIRE(t.device().is_cpu());
     // The live shards are untouched and still sharded.
-    for (auto& [name, p] : model->named_parameters()) REQUIRE(p.dtensor_spec() != nullptr);
+    for (auto& [name, p] : model->named_parameters()) REQUIRE(p.is_sharded());
 
     auto rank0 = ckpt::get_model_state_dict(*model, kFullRank0);
     if (distributed::rank() == 0) {
@@ -99,14 +99,12 @@ TEST_CASE("full model state dict equals the single-process model bit for bit, ra
       REQUIRE(rank0.empty());
     }
 
-    // Without full_state_dict: the local shards, carrying their specs.
+    // Without full_state_dict: the local shards, laid out as their parameters.
     auto sharded = ckpt::get_model_state_dict(*model);
     for (auto& [name, p] : model->named_parameters()) {
       INFO(name);
-      REQUIRE(sharded.at(name).dtensor_spec() != nullptr);
       REQUIRE(bytes_of(sharded.at(name)) == bytes_of(p));
-      REQUIRE(bytes_of(DTensor(sharded.at(name), *sharded.at(name).dtensor_spec()).full_tensor()) ==
-              bytes_of(want.at(name)));
+      REQUIRE(bytes_of(DTensor(sharded.at(name), *p.sharding()).full_tensor()) == bytes_of(want.at(name)));
     }
     // ... which load into an identically sharded model without communication.
     auto copy = make_sharded(8, mesh);
@@ -206,7 +204,7 @@ TEST_CASE("full model state dict gathers one parameter at a time: ranks other th
   auto model = make_sharded(41);
   int64_t largest = 0, whole = 0;
   for (auto& [name, p] : model->named_parameters()) {
-    const int64_t bytes = numel_of(p.dtensor_spec()->shape) * static_cast<int64_t>(element_size(p.dtype()));
+    const int64_t bytes = p.global_numel() * static_cast<int64_t>(element_size(p->dtype()));
     largest = std::max(largest, bytes);
     whole += bytes;
   }

@@ -39,7 +39,7 @@ void shard_transformer(nn::Transformer& model) {
   fsdp::fully_shard(model);
 }
 
-Tensor full_of(const Tensor& shard) { return DTensor(shard.detach(), *shard.dtensor_spec()).full_tensor(); }
+Tensor full_of(const nn::Parameter& shard) { return shard.as_dtensor().full_tensor(); }
 
 Tensor tokens_for(int64_t begin, int64_t end, int64_t seq = 8) {
   std::vector<int64_t> v;
@@ -72,7 +72,7 @@ TEST_CASE("meta-device init: each rank fills its shard with exactly the unsharde
   REQUIRE(got.size() == expected.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO(got[i].first);
-    REQUIRE(got[i].second.device().is_cpu());
+    REQUIRE(got[i].second->device().is_cpu());
     REQUIRE(values_of(full_of(got[i].second)) == values_of(expected[i].second));  // bit for bit
   }
 }
@@ -114,7 +114,7 @@ TEST_CASE("uneven and empty shards: a 7x5 weight and a bias of 3 train like the 
     for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-10));
   }
   if (distributed::world_size() == 4 && distributed::rank() == 3) {
-    REQUIRE(model->named_parameters().back().second.numel() == 0);  // fc2.bias: 3 rows over 4 ranks
+    REQUIRE(model->named_parameters().back().second->numel() == 0);  // fc2.bias: 3 rows over 4 ranks
   }
 }
 
@@ -204,10 +204,10 @@ TEST_CASE("offload_policy on a CPU model is a no-op, pinned or not: same trainin
       cross_entropy((*model)(from_vector(xs, {end - begin, 5})), from_vector(ys, {end - begin})).backward();
       for (auto& [name, p] : model->named_parameters()) {
         INFO(name);
-        REQUIRE(p.device().is_cpu());
-        REQUIRE_FALSE(p.is_pinned());
-        REQUIRE(p.grad().defined());
-        REQUIRE_FALSE(p.grad().is_pinned());
+        REQUIRE(p->device().is_cpu());
+        REQUIRE_FALSE(p->is_pinned());
+        REQUIRE(p->grad().defined());
+        REQUIRE_FALSE(p->grad().is_pinned());
       }
       opt.step();
       opt.zero_grad();
@@ -247,8 +247,8 @@ TEST_CASE("clip_grad_norm_ on sharded gradients returns the global norm and clip
   auto params = model->named_parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     INFO(params[i].first);
-    Tensor grad = DTensor(params[i].second.grad(), *params[i].second.dtensor_spec()).full_tensor();
-    auto g = values_of(grad), e = values_of(ref_params[i].second.grad());
+    Tensor grad = params[i].second.as_dtensor().grad().full_tensor();
+    auto g = values_of(grad), e = values_of(ref_params[i].second->grad());
     for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-6));
   }
 }
@@ -309,11 +309,11 @@ TEST_CASE("a module whose output gets no gradient does not hang the ranks: its g
   }
   for (auto& [name, p] : model->named_parameters()) {
     INFO(name);
-    REQUIRE(p.grad().defined());
-    double magnitude = sum(abs(p.grad())).item();
+    REQUIRE(p->grad().defined());
+    double magnitude = sum(abs(p->grad())).item();
     if (name.rfind("unused", 0) == 0) {
       REQUIRE(magnitude == 0.0);
-    } else if (p.numel() > 0) {
+    } else if (p->numel() > 0) {
       REQUIRE(magnitude > 0.0);
     }
   }
@@ -335,8 +335,8 @@ TEST_CASE("set_gradient_divide_factor(1) sums gradients over the ranks instead o
   auto expected = reference->named_parameters();
   auto got = model->named_parameters();
   for (size_t i = 0; i < got.size(); ++i) {
-    auto g = values_of(DTensor(got[i].second.grad(), *got[i].second.dtensor_spec()).full_tensor());
-    auto e = values_of(expected[i].second.grad());
+    auto g = values_of(got[i].second.as_dtensor().grad().full_tensor());
+    auto e = values_of(expected[i].second->grad());
     for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(n * e[j]).margin(1e-12));
   }
 }
@@ -360,8 +360,8 @@ TEST_CASE("memory: parameters, gradients and AdamW state take 16 bytes per local
   const auto after = memory_stats(Device::cpu());
   int64_t local = 0, padded = 0, padding_bound = 0;
   for (auto& [name, p] : model->named_parameters()) {
-    local += p.numel();
-    const Shape& global_shape = p.dtensor_spec()->shape;
+    local += p->numel();
+    const Shape global_shape = p.global_shape();
     padding_bound += n * (numel_of(global_shape) / global_shape[0]);  // under one row per rank
   }
   for (auto& [path, m] : model->named_modules()) {
@@ -400,6 +400,12 @@ TEST_CASE("fully_shard refuses: twice, a parent before its child, and tied weigh
   second->set_parameter("weight", first->parameter("weight"));  // tie
   fsdp::fully_shard(*first);
   REQUIRE_THROWS_WITH(fsdp::fully_shard(*tied), Catch::Contains("already sharded by another fully_shard call"));
+  // Siblings too: the second finds the tensor the first sharded.
+  auto left = std::make_shared<nn::Linear>(4, 4);
+  auto right = std::make_shared<nn::Linear>(4, 4);
+  right->set_parameter("weight", left->parameter("weight"));
+  fsdp::fully_shard(*left);
+  REQUIRE_THROWS_WITH(fsdp::fully_shard(*right), Catch::Contains("parameter 'weight' is already sharded"));
 
   auto parent_first = std::make_shared<nn::SimpleModel>(4, 4, 2);
   fsdp::fully_shard(*parent_first);
@@ -424,12 +430,12 @@ TEST_CASE("unshard (async) installs the full parameters, reshard puts the shards
   auto unsharded = model->named_parameters();
   for (size_t i = 0; i < unsharded.size(); ++i) {
     INFO(unsharded[i].first);
-    REQUIRE(unsharded[i].second.sizes() == expected[i].second.sizes());
+    REQUIRE(unsharded[i].second->sizes() == expected[i].second->sizes());
     REQUIRE(values_of(unsharded[i].second) == values_of(expected[i].second));
   }
   handle.reshard();
   const int64_t n = distributed::world_size(), me = distributed::rank();
   auto sharded = model->named_parameters();
-  REQUIRE(sharded[0].second.sizes() == Shape{shard_range(5, n, me).length, 6});  // fc1.weight rows
+  REQUIRE(sharded[0].second->sizes() == Shape{shard_range(5, n, me).length, 6});  // fc1.weight rows
   REQUIRE(values_of(full_of(sharded[0].second)) == values_of(expected[0].second));
 }

@@ -125,8 +125,8 @@ void require_same_training(const RunOptions& run) {
   for (size_t i = 0; i < params.size(); ++i) {
     INFO(params[i].first);
     REQUIRE(params[i].first == expected_params[i].first);
-    REQUIRE(params[i].second.dtensor_spec() != nullptr);
-    Tensor full_param = DTensor(params[i].second.detach(), *params[i].second.dtensor_spec()).full_tensor();
+    REQUIRE(params[i].second.is_sharded());
+    Tensor full_param = params[i].second.as_dtensor().full_tensor();
     auto got = values_of(full_param), want = values_of(expected_params[i].second);
     REQUIRE(got.size() == want.size());
     // Relative to the tensor's scale.

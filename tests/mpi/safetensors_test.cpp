@@ -173,9 +173,13 @@ TEST_CASE("safetensors pretrained file in bf16 initialises a sharded model, each
   if (distributed::rank() == 0) {
     auto named = source->named_parameters();
     std::vector<ckpt::SafetensorsWriter::Entry> entries;
-    for (auto it = named.rbegin(); it != named.rend(); ++it) entries.push_back({it->first, DType::bf16, it->second.sizes()});
+    for (auto it = named.rbegin(); it != named.rend(); ++it) {
+      entries.push_back({it->first, DType::bf16, it->second->sizes()});
+    }
     ckpt::SafetensorsWriter writer(file, entries);
-    for (auto it = named.rbegin(); it != named.rend(); ++it) writer.write(it->first, it->second.detach().to(DType::bf16));
+    for (auto it = named.rbegin(); it != named.rend(); ++it) {
+      writer.write(it->first, it->second->detach().to(DType::bf16));
+    }
     writer.finish();
   }
   world()->barrier()->wait();
@@ -185,7 +189,7 @@ TEST_CASE("safetensors pretrained file in bf16 initialises a sharded model, each
     auto got = ckpt::get_model_state_dict(*model, kFull);
     for (auto& [name, p] : source->named_parameters()) {
       INFO(name);
-      REQUIRE(bytes_of(got.at(name)) == bytes_of(p.detach().to(DType::bf16).to(DType::f32)));
+      REQUIRE(bytes_of(got.at(name)) == bytes_of(p->detach().to(DType::bf16).to(DType::f32)));
     }
   }
   // read_safetensors_box reads exactly a box of rows and columns.
@@ -246,7 +250,7 @@ TEST_CASE("safetensors consolidated by dtr-ckpt loads into a model and holds the
   REQUIRE(fs::exists(file));
   auto want = make_model(41);
   auto want_opt = std::make_unique<nn::optim::AdamW>(want->parameters(), nn::optim::AdamWOptions{.lr = 1e-2});
-  for (auto& p : want->parameters()) p.set_grad(mul(p.detach(), Scalar(0.1)));
+  for (auto& p : want->parameters()) p->set_grad(mul(p->detach(), Scalar(0.1)));
   want_opt->step();
   auto header = ckpt::read_safetensors_header(file);
   REQUIRE(header.metadata.at("dtr_world_size") == "4");

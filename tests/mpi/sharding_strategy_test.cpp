@@ -65,7 +65,7 @@ Footprint run(fsdp::ShardingStrategy strategy, int shard_size_for_hybrid = 2) {
   f.state_bytes = grown(MemoryTag::param) + grown(MemoryTag::grad) + grown(MemoryTag::optimizer_state);
   f.param_peak = after[MemoryTag::param].peak_bytes - params_before_steps;  // unsharded parameters in flight
   for (auto& [name, p] : model->named_parameters()) {
-    auto v = values_of(DTensor(p.detach(), *p.dtensor_spec()).full_tensor());
+    auto v = values_of(p.as_dtensor().full_tensor());
     f.final_params.insert(f.final_params.end(), v.begin(), v.end());
   }
   return f;

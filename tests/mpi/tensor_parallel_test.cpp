@@ -7,9 +7,11 @@
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/linear.h"
+#include "nn/optim/clip_grad.h"
 #include "nn/tensor_parallel/parallelize_module.h"
 #include "nn/transformer.h"
 #include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
 
 using namespace dtr;
 using namespace dtr::testing;
@@ -26,7 +28,7 @@ std::shared_ptr<nn::Sequential> make_mlp(int64_t dim, int64_t hidden, bool bias 
   // The same values on every rank (module init draws from each rank's own RNG).
   NoGradGuard no_grad;
   uint64_t seed = 100;
-  for (const auto& [name, p] : mlp->named_parameters()) p.copy_(random_full(p.sizes(), seed++));
+  for (const auto& [name, p] : mlp->named_parameters()) p->copy_(random_full(p->sizes(), seed++));
   return mlp;
 }
 
@@ -51,17 +53,16 @@ void check_mlp(int64_t dim, int64_t hidden, bool bias, const tp::ParallelizePlan
   auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
   auto reference = make_mlp(dim, hidden, bias);
   auto model = make_mlp(dim, hidden, bias);
-  tp::ParameterSpecs specs = tp::parallelize_module(*model, mesh, plan);
+  tp::parallelize_module(*model, mesh, plan);
   check_forward_backward(*model, *reference, dim);
   for (const auto& [name, p] : reference->named_parameters()) {
     INFO("parameter " << name);
-    REQUIRE(specs.count(name) == 1);
-    DTensor param = tp::parameter_dtensor(*model, specs, name);
-    REQUIRE(param.shape() == p.sizes());
+    DTensor param = tp::parameter_dtensor(*model, name);
+    REQUIRE(param.shape() == p->sizes());
     require_close(param.full_tensor(), p, 0);  // the shards are the full parameter's
     DTensor g = param.grad();
     REQUIRE(g.defined());
-    require_close(g.full_tensor(), p.grad(), 1e-10);
+    require_close(g.full_tensor(), p->grad(), 1e-10);
   }
 }
 
@@ -86,15 +87,15 @@ TEST_CASE("tensor parallel: an attention block with Colwise q, k, v and Rowwise 
     auto attention = std::make_shared<nn::Attention>(config);
     NoGradGuard no_grad;
     uint64_t seed = 300;
-    for (const auto& [name, p] : attention->named_parameters()) p.copy_(random_full(p.sizes(), seed++));
+    for (const auto& [name, p] : attention->named_parameters()) p->copy_(random_full(p->sizes(), seed++));
     return attention;
   };
   auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
   auto reference = make();
   auto model = make();
-  auto specs = tp::parallelize_module(*model, mesh,
-                                      {{"wq", tp::ColwiseParallel{}}, {"wk", tp::ColwiseParallel{}},
-                                       {"wv", tp::ColwiseParallel{}}, {"wo", tp::RowwiseParallel{}}});
+  tp::parallelize_module(*model, mesh,
+                         {{"wq", tp::ColwiseParallel{}}, {"wk", tp::ColwiseParallel{}},
+                          {"wv", tp::ColwiseParallel{}}, {"wo", tp::RowwiseParallel{}}});
   const Tensor x_full = random_full({2, 5, 24}, 11);
   Tensor x = x_full.clone().requires_grad_();
   Tensor x_ref = x_full.clone().requires_grad_();
@@ -107,26 +108,26 @@ TEST_CASE("tensor parallel: an attention block with Colwise q, k, v and Rowwise 
   require_close(x.grad(), x_ref.grad(), 1e-10);
   for (const auto& [name, p] : reference->named_parameters()) {
     INFO("parameter " << name);
-    DTensor g = tp::parameter_dtensor(*model, specs, name).grad();
+    DTensor g = tp::parameter_dtensor(*model, name).grad();
     REQUIRE(g.defined());
-    require_close(g.full_tensor(), p.grad(), 1e-10);
+    require_close(g.full_tensor(), p->grad(), 1e-10);
   }
 }
 
 TEST_CASE("tensor parallel: the parameters hold local shards with Shard(0), Shard(1) and Replicate specs") {
   auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
   auto model = make_mlp(6, 7);
-  auto specs = tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"2", tp::RowwiseParallel{}}});
-  REQUIRE(specs.at("0.weight").placements == Placements{Shard(0)});
-  REQUIRE(specs.at("0.bias").placements == Placements{Shard(0)});
-  REQUIRE(specs.at("2.weight").placements == Placements{Shard(1)});
-  REQUIRE(specs.at("2.bias").placements == Placements{Replicate()});
+  tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"2", tp::RowwiseParallel{}}});
+  REQUIRE(tp::parameter_dtensor(*model, "0.weight").placements() == Placements{Shard(0)});
+  REQUIRE(tp::parameter_dtensor(*model, "0.bias").placements() == Placements{Shard(0)});
+  REQUIRE(tp::parameter_dtensor(*model, "2.weight").placements() == Placements{Shard(1)});
+  REQUIRE(tp::parameter_dtensor(*model, "2.bias").placements() == Placements{Replicate()});
   const int64_t rows = shard_range(7, distributed::world_size(), distributed::rank()).length;
-  REQUIRE(model->named_parameters()[0].second.sizes() == Shape{rows, 6});
-  REQUIRE(model->named_parameters()[2].second.sizes() == Shape{6, rows});
+  REQUIRE(model->named_parameters()[0].second->sizes() == Shape{rows, 6});
+  REQUIRE(model->named_parameters()[2].second->sizes() == Shape{6, rows});
   for (const auto& [name, p] : model->named_parameters()) {
-    REQUIRE(p.is_leaf());
-    REQUIRE(p.requires_grad());
+    REQUIRE(p->is_leaf());
+    REQUIRE(p->requires_grad());
   }
 }
 
@@ -151,21 +152,21 @@ TEST_CASE("tensor parallel: Colwise with a Replicate output, Rowwise from a Repl
 
     // Colwise with the output gathered to Replicate.
     auto col = make();
-    auto col_specs = tp::parallelize_module(*col, mesh, {{"", tp::ColwiseParallel{.output_layout = Replicate()}}});
+    tp::parallelize_module(*col, mesh, {{"", tp::ColwiseParallel{.output_layout = Replicate()}}});
     Tensor x = x_full.clone().requires_grad_();
     Tensor y = (*col)(x);
     require_close(y, y_ref);
     sum(mul(y, w)).backward();
     require_close(x.grad(), x_ref.grad());
-    require_close(tp::parameter_dtensor(*col, col_specs, "weight").grad().full_tensor(),
+    require_close(tp::parameter_dtensor(*col, "weight").grad().full_tensor(),
                   reference->parameter("weight").grad());
-    require_close(tp::parameter_dtensor(*col, col_specs, "bias").grad().full_tensor(),
+    require_close(tp::parameter_dtensor(*col, "bias").grad().full_tensor(),
                   reference->parameter("bias").grad());
 
     // Rowwise from a Replicate input, reduce-scattered to rows (sequence parallel).
     auto row = make();
-    auto row_specs = tp::parallelize_module(
-        *row, mesh, {{"", tp::RowwiseParallel{.input_layout = Replicate(), .output_layout = Shard(0)}}});
+    tp::parallelize_module(*row, mesh,
+                           {{"", tp::RowwiseParallel{.input_layout = Replicate(), .output_layout = Shard(0)}}});
     Tensor x2 = x_full.clone().requires_grad_();
     Tensor y_local = (*row)(x2);
     REQUIRE(y_local.size(0) == shard_range(7, n, distributed::rank()).length);
@@ -174,9 +175,9 @@ TEST_CASE("tensor parallel: Colwise with a Replicate output, Rowwise from a Repl
     require_close(y2_full, y_ref);
     sum(mul(y2_full, w)).backward();
     require_close(x2.grad(), x_ref.grad());
-    require_close(tp::parameter_dtensor(*row, row_specs, "weight").grad().full_tensor(),
+    require_close(tp::parameter_dtensor(*row, "weight").grad().full_tensor(),
                   reference->parameter("weight").grad());
-    require_close(tp::parameter_dtensor(*row, row_specs, "bias").grad().full_tensor(),
+    require_close(tp::parameter_dtensor(*row, "bias").grad().full_tensor(),
                   reference->parameter("bias").grad());
     REQUIRE(row->parameter("bias").defined());  // back in its slot after the forward
   }
@@ -217,10 +218,30 @@ TEST_CASE("tensor parallel: a Colwise Linear with a fused GELU matches one proce
   }
   REQUIRE_THROWS_WITH(tp::parallelize_module(*model, mesh, {{"0", tp::RowwiseParallel{}}}),
                       Catch::Contains("RowwiseParallel on '0'") && Catch::Contains("fused activation"));
-  tp::ParameterSpecs specs =
-      tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"1", tp::RowwiseParallel{}}});
+  tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"1", tp::RowwiseParallel{}}});
   check_forward_backward(*model, *reference, dim);
-  DTensor g = tp::parameter_dtensor(*model, specs, "0.weight").grad();
+  DTensor g = tp::parameter_dtensor(*model, "0.weight").grad();
   REQUIRE(g.defined());
   require_close(g.full_tensor(), (*reference)[0].parameter("weight").grad(), 1e-10);
+}
+
+TEST_CASE("tensor parallel: clip_grad_norm_ over the sharded parameters clips as one process does") {
+  auto mesh = init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+  auto reference = make_mlp(6, 7);
+  auto model = make_mlp(6, 7);
+  tp::parallelize_module(*model, mesh, {{"0", tp::ColwiseParallel{}}, {"2", tp::RowwiseParallel{}}});
+  check_forward_backward(*model, *reference, 6);
+  // Sharded parameters add their shards' parts over the mesh; the replicated
+  // rowwise bias counts once.
+  const double want = nn::optim::clip_grad_norm_(reference->parameters(), 0.1);
+  const double got = nn::optim::clip_grad_norm_(model->parameters(), 0.1);
+  REQUIRE(want > 0.1);  // so both clip
+  REQUIRE(got == Approx(want).epsilon(1e-12));
+  for (const auto& [name, p] : reference->named_parameters()) {
+    INFO("parameter " << name);
+    require_close(tp::parameter_dtensor(*model, name).grad().full_tensor(), p.data().grad(), 1e-10);
+  }
+  // A sharded parameter keeps its layout: its tensor must stay a local shard.
+  REQUIRE_THROWS_WITH((*model)[0].set_parameter("weight", zeros({3, 3}, {.dtype = DType::f64})),
+                      Catch::Contains("parameter 'weight' is sharded") && Catch::Contains("got [3, 3]"));
 }

@@ -130,7 +130,7 @@ TEST_CASE("type-name, predicate, any_of and all_of policies select as their part
   REQUIRE(paths_of(fsdp::select_modules(*model, fsdp::module_type_policy<nn::Attention>())) ==
           std::vector<std::string>{"layers.0.attn", "layers.1.attn"});
   auto is_output = fsdp::predicate_policy([](const nn::Module& m) {
-    return m.type_name() == "Linear" && m.parameters().front().size(0) == 32;  // the 32-row output head
+    return m.type_name() == "Linear" && m.parameters().front()->size(0) == 32;  // the 32-row output head
   });
   REQUIRE(paths_of(fsdp::select_modules(*model, is_output)) == std::vector<std::string>{"output"});
   // any_of: blocks or the output head; inside a selected block nothing else is asked for.

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   auto expected = a->named_parameters();
   auto got = fresh->named_parameters();
   for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i].second.to_vector<float>() != expected[i].second.to_vector<float>()) {
+    if (got[i].second->to_vector<float>() != expected[i].second->to_vector<float>()) {
       std::fprintf(stderr, "rank %d: %s differs from the first save's value\n", dtr::distributed::rank(),
                    got[i].first.c_str());
       return 1;

@@ -60,7 +60,7 @@ TEST_CASE("FusedSGD keeps a momentum buffer only with momentum, as SGD does") {
   CHECK(plain.state(0).tensors.empty());
   REQUIRE(heavy.state(0).tensors.count("momentum_buffer") == 1);
   // After the first step the buffer is the gradient itself.
-  CHECK(same_bits(heavy.state(5).tensors.at("momentum_buffer"), heavy.params()[5].grad()));
+  CHECK(same_bits(heavy.state(5).tensors.at("momentum_buffer"), heavy.params()[5]->grad()));
 }
 
 TEST_CASE("FusedSGD gives identical results on 1 and 2 threads") {

@@ -135,7 +135,8 @@ TEST_CASE("clip_grad_norm_ leaves grads alone on a non-finite norm and refuses b
   CHECK_THROWS_WITH(clip_grad_norm_({b}, 1.0, -2.0), Catch::Contains("norm_type"));
   CHECK_THROWS_WITH(clip_grad_norm_({b}, -1.0), Catch::Contains("max_norm must be >= 0"));
   CHECK_THROWS_WITH(local_grad_norm_pow({Tensor()}), Catch::Contains("undefined"));
-  CHECK(clip_grad_norm_({}, 1.0) == 0.0);
+  CHECK(clip_grad_norm_(std::vector<Tensor>{}, 1.0) == 0.0);
+  CHECK(clip_grad_norm_(std::vector<nn::Parameter>{}, 1.0) == 0.0);
 }
 
 TEST_CASE("clip_grad_norm_ with error_if_nonfinite throws on a NaN or infinite norm and leaves grads alone",

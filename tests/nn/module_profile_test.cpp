@@ -35,7 +35,7 @@ Tensor tokens() { return from_vector<int64_t>({1, 4, 2, 9, 0, 3}, {2, 3}); }
 
 std::vector<std::vector<double>> grads_of(Module& m) {
   std::vector<std::vector<double>> out;
-  for (auto& p : m.parameters()) out.push_back(p.grad().to(DType::f64).to_vector<double>());
+  for (auto& p : m.parameters()) out.push_back(p->grad().to(DType::f64).to_vector<double>());
   return out;
 }
 

@@ -22,7 +22,8 @@ using namespace dtr;
 using namespace dtr::nn;
 
 namespace {
-std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor>>& named) {
+template <class T>
+std::vector<std::string> names_of(const std::vector<std::pair<std::string, T>>& named) {
   std::vector<std::string> out;
   for (const auto& [n, t] : named) out.push_back(n);
   return out;
@@ -139,8 +140,8 @@ TEST_CASE("meta-device models materialise with to_empty and reset_parameters lik
   auto e = eager.named_parameters(), l = lazy.named_parameters();
   REQUIRE(e.size() == l.size());
   for (size_t i = 0; i < e.size(); ++i) {
-    CHECK(l[i].second.requires_grad());
-    CHECK(l[i].second.to_vector<float>() == e[i].second.to_vector<float>());
+    CHECK(l[i].second->requires_grad());
+    CHECK(l[i].second->to_vector<float>() == e[i].second->to_vector<float>());
   }
   lazy.to(DType::f64);
   for (const Tensor& p : lazy.parameters()) {
@@ -218,7 +219,7 @@ TEST_CASE("gradients accumulate over micro-batches when not zeroed", "[nn][train
   }
   auto params = model.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<double> acc = params[i].grad().to_vector<double>();
+    std::vector<double> acc = params[i]->grad().to_vector<double>();
     for (size_t j = 0; j < acc.size(); ++j) CHECK(acc[j] == Approx(full[i][j]).epsilon(1e-12).margin(1e-14));
   }
 }

@@ -53,18 +53,21 @@ inline std::vector<Tensor> clone_params(const std::vector<Tensor>& params) {
 
 // Gives every parameter of both lists the same fresh gradient (larger than the
 // weights, so the moments matter), except parameter `skip` (none if out of range).
-inline void set_grads(const std::vector<Tensor>& a, const std::vector<Tensor>& b, uint64_t seed,
-               size_t skip) {
+// The lists hold tensors or nn::Parameters (an optimizer's params()).
+template <class A, class B>
+void set_grads(const std::vector<A>& a, const std::vector<B>& b, uint64_t seed, size_t skip) {
   manual_seed(seed);
   for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor& x = a[i];
+    const Tensor& y = b[i];
     if (i == skip) {
-      a[i].set_grad({});
-      b[i].set_grad({});
+      x.set_grad({});
+      y.set_grad({});
       continue;
     }
-    Tensor g = randn(a[i].sizes(), {.dtype = a[i].dtype()});
-    a[i].set_grad(g.clone());
-    b[i].set_grad(g.clone());
+    Tensor g = randn(x.sizes(), {.dtype = x.dtype()});
+    x.set_grad(g.clone());
+    y.set_grad(g.clone());
   }
 }
 
@@ -78,7 +81,7 @@ inline bool same_bits(const Tensor& x, const Tensor& y) {
 inline void check_same(const Optimizer& ref, const Optimizer& fused) {
   REQUIRE(ref.params().size() == fused.params().size());
   for (size_t i = 0; i < ref.params().size(); ++i) {
-    INFO("parameter " << i << " of shape " << shape_str(ref.params()[i].sizes()));
+    INFO("parameter " << i << " of shape " << shape_str(ref.params()[i]->sizes()));
     CHECK(same_bits(ref.params()[i], fused.params()[i]));
     const ParamState& rs = ref.state(i);
     const ParamState& fs = fused.state(i);

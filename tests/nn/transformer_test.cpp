@@ -77,11 +77,11 @@ TEST_CASE("transformer gradients match central differences on every parameter te
       cross_entropy(logits.reshape({-1, 11}), targets.reshape({-1})).backward();
       for (auto& [name, p] : model.named_parameters()) {
         INFO((style == TransformerStyle::llama ? "llama " : "gpt2 ") << (tied ? "tied " : "") << name);
-        REQUIRE(p.grad().defined());
-        std::vector<double> analytic = p.grad().contiguous().to_vector<double>();
-        double* data = p.data<double>();
+        REQUIRE(p->grad().defined());
+        std::vector<double> analytic = p->grad().contiguous().to_vector<double>();
+        double* data = p->data<double>();
         // A few elements of each parameter tensor, spread over it.
-        for (int64_t j = 0; j < p.numel(); j += std::max<int64_t>(1, p.numel() / 3)) {
+        for (int64_t j = 0; j < p->numel(); j += std::max<int64_t>(1, p->numel() / 3)) {
           const double eps = 1e-6, saved = data[j];
           double plus, minus;
           {

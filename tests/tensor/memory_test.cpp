@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <memory>
 
 #ifdef DTR_WITH_CUDA
 #include "tensor/cuda/cuda_runtime.h"
@@ -157,4 +158,23 @@ TEST_CASE("pin_memory without a GPU, or of a non-CPU tensor, is a clear error", 
   CHECK_THROWS_WITH(t.storage().pin(), Catch::Contains(why));
   CHECK_FALSE(t.is_pinned());
   CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 3});  // a failed pin leaves the tensor as it was
+}
+
+TEST_CASE("a weak reference names its tensor object, exactly, also after it is gone", "[memory]") {
+  const std::owner_less<std::weak_ptr<const void>> before;
+  auto same = [&](const std::weak_ptr<const void>& a, const std::weak_ptr<const void>& b) {
+    return !before(a, b) && !before(b, a);
+  };
+  Tensor a = zeros({4});
+  Tensor alias = a;              // another handle to the same object
+  Tensor view = a.view({2, 2});  // another object on the same storage
+  std::weak_ptr<const void> weak = a.weak_ref();
+  CHECK(same(weak, alias.weak_ref()));
+  CHECK_FALSE(same(weak, view.weak_ref()));
+  CHECK(weak.use_count() == 2);  // a weak reference keeps nothing alive
+  a = Tensor();
+  alias = Tensor();
+  CHECK(weak.expired());
+  Tensor next = zeros({4});  // may reuse the address; the reference still tells them apart
+  CHECK_FALSE(same(weak, next.weak_ref()));
 }
