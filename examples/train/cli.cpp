@@ -152,6 +152,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_flag("--allow-config-change", c.allow_config_change,
                "with --resume: continue although the global batch, sequence length, seed, data or mixed precision "
                "differ from the checkpoint's run (the model must be the same)");
+  app.add_flag("--save-nonfinite", c.save_nonfinite,
+               "save checkpoints even when parameters hold NaN or infinite values (without it such a save ends the "
+               "run with exit 1 and keeps the last good checkpoint)");
   bool no_final_checkpoint = false;
   app.add_flag("--no-final-checkpoint", no_final_checkpoint,
                "do not save <out>/checkpoints/step_<steps> at the end (a stop by signal still saves)");

@@ -56,6 +56,7 @@ struct TrainConfig {
   int64_t ckpt_every = 0;           // > 0: a checkpoint every N steps in <out>/checkpoints/step_<N>
   std::string resume;               // a checkpoint directory to continue from (its step, data position, RNG)
   bool allow_config_change = false; // resume although batch, sequence, seed, data or dtype policy changed
+  bool save_nonfinite = false;      // save checkpoints even from NaN or infinite parameters (else refused)
   bool overwrite = false;           // a new run into an --out with checkpoints removes them (else refused)
   bool final_checkpoint = true;     // save <out>/checkpoints/step_<steps> at the end (--no-final-checkpoint: off)
   int64_t sample_tokens = 200;      // 0: no sample at the end

@@ -2,6 +2,10 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/metadata.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 #include "tensor/random.h"
 
 #include <fmt/format.h>
@@ -12,6 +16,25 @@
 namespace dtr::train {
 
 namespace ckpt = dtr::checkpoint;
+
+std::vector<NonFiniteParameter> nonfinite_parameters(nn::Module& model, const mesh::ProcessGroupPtr& world) {
+  autograd::NoGradGuard no_grad;
+  const auto named = model.named_parameters();
+  std::vector<double> counts;
+  for (const auto& [name, p] : named) {
+    const Tensor& x = p.data();
+    // x - x is 0 for a finite value and NaN for NaN and +-inf.
+    counts.push_back(x.numel() == 0 ? 0.0 : sum(ne(sub(x, x), Scalar(0))).item());
+  }
+  Tensor total = from_vector(counts, {static_cast<int64_t>(counts.size())});
+  world->all_reduce(total, mesh::ReduceOp::sum())->wait();
+  const std::vector<double> global = total.to_vector<double>();
+  std::vector<NonFiniteParameter> out;
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (global[i] > 0) out.push_back({named[i].first, static_cast<int64_t>(global[i])});
+  }
+  return out;
+}
 
 void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& model,
                               const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler,

@@ -7,6 +7,7 @@
 
 #include "sampler.h"
 
+#include "mesh/process_group.h"
 #include "nn/module.h"
 #include "nn/optim/optimizer.h"
 
@@ -24,6 +25,14 @@ struct TrainedAs {
   nlohmann::json model_config;  // to_json(nn::TransformerConfig)
   nlohmann::json run_settings;  // batch, sequence length, seed, data, dtype policy, world size
 };
+
+// The parameters holding NaN or infinite values, with how many elements each, over
+// every rank's shards (collective over `world`; the same list on every rank).
+struct NonFiniteParameter {
+  std::string name;
+  int64_t count = 0;
+};
+std::vector<NonFiniteParameter> nonfinite_parameters(nn::Module& model, const mesh::ProcessGroupPtr& world);
 
 // Saves the state after `step` optimizer steps into `dir`.
 void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& model,

@@ -340,6 +340,41 @@ int run_training(TrainConfig c) {
   int64_t updated = 0, skipped = 0;       // steps taken, and dropped by --on-nonfinite skip
   int64_t saved_step = -1;  // the step of the last checkpoint this run wrote
   auto checkpoint_dir = [&](int64_t step) { return out_dir / "checkpoints" / fmt::format("step_{}", step); };
+  auto last_checkpoint = [&] {
+    return saved_step >= 0 ? checkpoint_dir(saved_step).string()
+           : !c.resume.empty() ? c.resume
+                               : std::string("none (this run saved none)");
+  };
+  // Saves the checkpoint of `step`; refuses (false, on every rank) when parameters
+  // are not finite, unless --save-nonfinite.
+  auto save_checkpoint = [&](int64_t step) {
+    const auto dir = checkpoint_dir(step);
+    if (!c.save_nonfinite) {
+      const std::vector<NonFiniteParameter> bad = nonfinite_parameters(*model, world);
+      if (!bad.empty()) {
+        if (rank == 0) {
+          std::vector<std::string> names;
+          int64_t values = 0;
+          for (const auto& p : bad) {
+            values += p.count;
+            if (names.size() < 3) names.push_back(fmt::format("{} ({})", p.name, p.count));
+          }
+          if (bad.size() > names.size()) names.push_back(fmt::format("{} more", bad.size() - names.size()));
+          fmt::print(stderr,
+                     "{}dtr-train: step {}/{}: not saving checkpoint {}: {} values of {} parameters are NaN or "
+                     "infinite: {}. Last checkpoint: {}. Lower --lr, or pass --save-nonfinite to save them anyway\n",
+                     tty ? "\r\033[K" : "", step, c.steps, dir.string(), values, bad.size(), fmt::join(names, ", "),
+                     last_checkpoint());
+          write_plot(plot_path, train_curve, val_curve, plot_title);
+          std::fflush(stderr);
+        }
+        return false;
+      }
+    }
+    save_training_checkpoint(dir, *model, opt, step, *s.sampler, now);
+    saved_step = step;
+    return true;
+  };
   std::optional<StopSignalScope> signals(std::in_place);  // Ctrl-C etc.: stop at a step boundary
   for (int64_t step = start_step; step < c.steps; ++step) {
     DTR_PROFILE_SCOPE("train", "step");
@@ -367,9 +402,6 @@ int run_training(TrainConfig c) {
     if (!finite && c.on_nonfinite == "stop") {
       if (rank == 0) {
         write_plot(plot_path, train_curve, val_curve, plot_title);
-        const std::string last_good = saved_step >= 0 ? checkpoint_dir(saved_step).string()
-                                      : !c.resume.empty() ? c.resume
-                                                          : std::string("none (this run saved none)");
         fmt::print(stderr,
                    "{}dtr-train: step {}/{}: the {} not finite (loss {}, gradient norm {}); stopped without "
                    "updating the parameters. Last checkpoint: {}. Lower --lr or --warmup, or pass --on-nonfinite "
@@ -378,7 +410,7 @@ int run_training(TrainConfig c) {
                    std::isfinite(loss)        ? "gradient norm is"
                    : std::isfinite(grad_norm) ? "loss is"
                                               : "loss and the gradient norm are",
-                   loss, grad_norm, last_good);
+                   loss, grad_norm, last_checkpoint());
         std::fflush(stderr);
       }
       return 1;
@@ -400,10 +432,10 @@ int run_training(TrainConfig c) {
     // step, of the sample) can cost them.
     const bool periodic = c.ckpt_every > 0 && (step + 1) % c.ckpt_every == 0;
     if (periodic || (last && c.final_checkpoint)) {
-      const auto dir = checkpoint_dir(step + 1);
-      save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler, now);
-      saved_step = step + 1;
-      if (periodic && rank == 0) fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", dir.string());
+      if (!save_checkpoint(step + 1)) return 1;
+      if (periodic && rank == 0) {
+        fmt::print("{}saved checkpoint {}\n", tty ? "\r\033[K" : "", checkpoint_dir(step + 1).string());
+      }
     }
     if ((c.eval_every > 0 && (step + 1) % c.eval_every == 0) || last) {
       r.val_loss = evaluate(*model, *s.val, c, rank, world, vocab, device);
@@ -435,7 +467,7 @@ int run_training(TrainConfig c) {
     if (consensus.stop) {
       // Every rank saw the same consensus: save (unless this step was just saved), report, end.
       const auto dir = checkpoint_dir(step + 1);
-      if (saved_step != step + 1) save_training_checkpoint(dir, *model, opt, step + 1, *s.sampler, now);
+      if (saved_step != step + 1 && !save_checkpoint(step + 1)) return 1;
       if (rank == 0) {
         write_plot(plot_path, train_curve, val_curve, plot_title);
         const int own = stop_signal();
