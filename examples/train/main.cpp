@@ -2,6 +2,7 @@
 // cli.h for the flags). Run under mpirun: `mpirun -np 2 dtr-train`.
 #include "cli.h"
 #include "estimate.h"
+#include "stop_signal.h"
 #include "trainer.h"
 
 #include "mesh/distributed.h"
@@ -10,6 +11,8 @@
 #include <exception>
 
 int main(int argc, char** argv) {
+  // First: a stop signal during start-up is kept for the first step boundary.
+  const dtr::train::StopSignalScope stop_signals;
   dtr::distributed::init();
   const int rank = dtr::distributed::rank();
   dtr::train::CliResult cli = dtr::train::parse_cli(argc, argv, dtr::distributed::world_size());

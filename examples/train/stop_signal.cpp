@@ -44,6 +44,17 @@ StopSignalScope::StopSignalScope() {
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGPIPE, &ignore, &g_previous_pipe);
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (int s : kSignals) sigaddset(&ours, s);
+  sigprocmask(SIG_UNBLOCK, &ours, nullptr);
+}
+
+void end_graceful_stop() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int s : kSignals) sigaction(s, &dfl, nullptr);
 }
 
 StopSignalScope::~StopSignalScope() {

@@ -1,5 +1,7 @@
 // Graceful stop for dtr-train: SIGINT (Ctrl-C), SIGTERM and SIGUSR1 ask the job
-// to save a checkpoint at the next step boundary and exit cleanly.
+// to save a checkpoint at the next step boundary and exit cleanly. main() installs
+// the handlers first thing, so a signal that arrives during start-up (MPI init,
+// loading data, resuming) stops the job at its first step boundary too.
 //
 // The handler only records the signal number (async-signal-safe); the training
 // loop reads it with stop_signal() once per step and all ranks agree on it in a
@@ -22,7 +24,9 @@
 namespace dtr::train {
 
 // Installs the handlers for the lifetime of the object and restores the previous
-// dispositions after; clears any pending stop request on construction.
+// dispositions after; clears any pending stop request on construction. It also
+// unblocks the three signals (a launcher may start the process with them blocked),
+// so one sent before the process started is handled now.
 class StopSignalScope {
  public:
   StopSignalScope();
@@ -33,6 +37,10 @@ class StopSignalScope {
 
 // The signal number received on this process since the scope began, or 0.
 int stop_signal();
+
+// From now on SIGINT, SIGTERM and SIGUSR1 take their default action again (they
+// end the process at once): for the work after the last checkpoint.
+void end_graceful_stop();
 
 // "SIGINT", "SIGTERM", "SIGUSR1", else "a signal".
 const char* stop_signal_name(int signal);

@@ -375,7 +375,6 @@ int run_training(TrainConfig c) {
     saved_step = step;
     return true;
   };
-  std::optional<StopSignalScope> signals(std::in_place);  // Ctrl-C etc.: stop at a step boundary
   for (int64_t step = start_step; step < c.steps; ++step) {
     DTR_PROFILE_SCOPE("train", "step");
     const auto t0 = Clock::now();
@@ -483,7 +482,7 @@ int run_training(TrainConfig c) {
   // The final checkpoint, <out>/checkpoints/step_<steps> like the periodic ones, saved
   // with the last step (not when this run took no step).
   const std::string final_dir = c.final_checkpoint ? checkpoint_dir(c.steps).string() : "";
-  signals.reset();  // from here on (the sample) a signal ends the process at once
+  end_graceful_stop();  // from here on (the sample) a signal ends the process at once
   profiler::stop();  // --profile or DTR_PROFILE: write the traces, rank 0 prints the top spans
 
   // 4. The end: plot, summary, sample.

@@ -20,7 +20,8 @@
 //      stop signal arrives (stop_signal.h: SIGINT, SIGTERM, SIGUSR1 on any rank;
 //      the ranks agree in the step's loss all-reduce, save after that step, rank 0
 //      prints one "stopped by ..." line, and run_training returns 0 without the
-//      sample); --resume loads one at any world size;
+//      sample; the caller holds the StopSignalScope, as dtr-train's main does
+//      first thing); --resume loads one at any world size;
 //   6. at the end every rank runs the same generation steps and rank 0 prints the sample.
 #pragma once
 
