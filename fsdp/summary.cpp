@@ -71,8 +71,9 @@ void visit(nn::Module& module, const std::string& path, int depth, bool under_gr
   row.depth = depth;
   std::vector<Tensor> seen;
   for (auto& [name, p] : module.named_parameters()) {
-    if (std::any_of(seen.begin(), seen.end(), [&](const Tensor& o) { return o.is_same(p.data()); })) continue;
-    seen.push_back(p.data());
+    const Tensor& t = p.data();
+    if (std::any_of(seen.begin(), seen.end(), [&](const Tensor& o) { return o.is_same(t); })) continue;
+    seen.push_back(t);
     row.num_params += p.global_numel();
     row.bytes += p.global_numel() * static_cast<int64_t>(element_size(p.data().dtype()));
   }

@@ -75,8 +75,11 @@ void CpuAllocator::empty_cache() {
 namespace {
 
 Allocator*& slot(DeviceType type) {
-  static CpuAllocator cpu;
-  static Allocator* slots[3] = {&cpu, nullptr, nullptr};
+  // Never destroyed: tensors held by static objects may be freed while the process
+  // exits, after a destructor of the allocator would have run. Its cache stays
+  // reachable until the end.
+  static CpuAllocator* const cpu = new CpuAllocator();
+  static Allocator* slots[3] = {cpu, nullptr, nullptr};
   return slots[static_cast<size_t>(type)];
 }
 

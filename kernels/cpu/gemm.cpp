@@ -287,8 +287,9 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                          .epilogue = epilogue.normalized()};
   auto entry = [&](int64_t i) {
     Problem<T> p = first;
-    p.a += i * batch_stride_a;
-    p.b += i * batch_stride_b;
+    // With k == 0 the operands may be empty tensors with no data (null).
+    if (p.a != nullptr) p.a += i * batch_stride_a;
+    if (p.b != nullptr) p.b += i * batch_stride_b;
     p.c += i * batch_stride_c;
     if (p.epilogue.pre) p.epilogue.pre += i * batch_stride_c;
     return p;

@@ -347,8 +347,13 @@ LinearResult compute_linear(const Tensor& x, const Tensor& weight, const Tensor&
   if (r.out.device().is_meta() || r.out.numel() == 0) return r;  // k == 0 still gives act(bias)
   const Tensor x_rows = rows_of(x);
   const int64_t rows = x_rows.size(0);
-  auto [a, la] = kernel_operand(x_rows);
-  auto [b, lb] = kernel_operand(weight.t());
+  // Plain variables, not structured bindings: the lambda below captures them,
+  // which clang before 16 does not allow for bindings.
+  const std::pair<Tensor, MatrixLayout> a_operand = kernel_operand(x_rows), b_operand = kernel_operand(weight.t());
+  const Tensor& a = a_operand.first;
+  const Tensor& b = b_operand.first;
+  const MatrixLayout& la = a_operand.second;
+  const MatrixLayout& lb = b_operand.second;
   const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;

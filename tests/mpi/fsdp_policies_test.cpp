@@ -165,7 +165,9 @@ TEST_CASE("bf16 mixed precision halves the bytes all-gathered") {
 TEST_CASE("reducing f32 gradients in bf16 loses accuracy against f64 that reducing them in f32 does not") {
   auto reference = make();
   reference->to(DType::f64);  // the f32 model's values, computed in f64
-  auto [tokens, targets] = testing::token_batch(0, 0, kGlobalBatch, kSeq);
+  const auto batch = testing::token_batch(0, 0, kGlobalBatch, kSeq);
+  const Tensor& tokens = batch.first;
+  const Tensor& targets = batch.second;
   lm_loss(*reference, tokens, targets).backward();
   auto gradient_error = [&](DType reduce_dtype) {
     auto model = make();

@@ -193,7 +193,7 @@ TEST_CASE("gradcheck of the Scalar-operand forms and their operators", "[autogra
   };
   for (const auto& [name, op] : cases) {
     INFO(name);
-    Fn fn = [&](const std::vector<Tensor>& in) { return op(in[0]); };
+    Fn fn = [&op = op](const std::vector<Tensor>& in) { return op(in[0]); };
     CHECK(gradcheck(fn, {uniform_leaf({2, 3}, 0.3, 2, 31)}) == "");
     CHECK(gradcheck(fn, {transposed_leaf(2, 3, [](const Shape& s) {
                            return uniform_leaf(s, 0.3, 2, 32).detach();
