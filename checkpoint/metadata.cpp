@@ -30,16 +30,10 @@ ChunkMeta chunk_from_json(const json& j) {
   return c;
 }
 
-namespace {
-
-// The checksum of everything else in the metadata: XXH3 of its compact dump (keys
-// sorted, so the same for the JSON as written and as read back).
 std::string content_checksum(const json& without_checksum) {
   const std::string text = without_checksum.dump();
   return checksum_hex(xxh3_64(text.data(), text.size()));
 }
-
-}  // namespace
 
 std::string tiling_problem(const std::string& name, const TensorMeta& t) {
   int64_t covered = 0;

@@ -57,6 +57,9 @@ struct Metadata {
 nlohmann::json to_json(const ChunkMeta& chunk);
 ChunkMeta chunk_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const Metadata& metadata);
+// The checksum metadata.json records of the rest of its content: XXH3 of the
+// compact dump (keys sorted, so the same for the JSON as written and as read back).
+std::string content_checksum(const nlohmann::json& without_checksum);
 // "" when the chunks of tensor `name` tile it exactly: each inside it, no two
 // overlapping, and together as many elements as it has (so no gap either); else
 // what is wrong, naming the chunks.

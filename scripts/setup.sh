@@ -3,8 +3,15 @@
 # Idempotent and silent when everything is already there.
 set -euo pipefail
 
+# --sanitizers: also clang and its sanitizer and libFuzzer runtimes (scripts/sanitize.sh).
 packages=(cmake ninja-build g++ libopenmpi-dev openmpi-bin libeigen3-dev catch2 libspdlog-dev
           librandom123-dev libxxhash-dev nlohmann-json3-dev libcli11-dev)
+if [[ "${1:-}" == "--sanitizers" ]]; then
+  packages+=(clang)
+  # The runtimes ship per LLVM version: the one of the default clang (Debian 12: 14).
+  llvm=$(apt-cache depends clang 2>/dev/null | sed -nE 's/.*Depends: clang-([0-9]+)$/\1/p' | head -1)
+  [[ -n "$llvm" ]] && packages+=("libclang-rt-$llvm-dev")
+fi
 
 missing=()
 for p in "${packages[@]}"; do
