@@ -23,7 +23,7 @@
 //
 // A sharded parameter (fully_shard, or a tensor-parallel plan) records its DTensor
 // layout in the slot: sharding() gives the global shape, mesh and placements, and
-// as_dtensor() the local shard with it, which is how optimizers' clipping, state
+// as_dtensor() the local shard with it, which is how gradient clipping, state
 // dicts, checkpoints and the memory estimator see the global parameter.
 #pragma once
 
