@@ -5,7 +5,7 @@
 # DTR_FUZZ_SECONDS (default 60) from its seed corpus; prints the executions per
 # target. A finding (crash, leak, sanitizer report, timeout) fails the run; its
 # input is saved under build/sanitize/findings/<target>/: fix the parser and add
-# that file to tests/fuzz/corpus/<target>/, where every build's test suite
+# that file to tests/fuzz/fixtures/<target>/, where every build's test suite
 # replays it.
 #   scripts/fuzz.sh [target...]   (default: all)
 set -euo pipefail
@@ -14,7 +14,7 @@ scripts/sanitizers/build.sh >/dev/null
 seconds=${DTR_FUZZ_SECONDS:-60}
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  for corpus in tests/fuzz/corpus/*/; do targets+=("$(basename "$corpus")"); done
+  for corpus in tests/fuzz/fixtures/*/; do targets+=("$(basename "$corpus")"); done
 fi
 here=$(pwd)
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
@@ -25,7 +25,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$findings"
   log="build/sanitize/fuzz_$t.log"
   # New inputs go to the working corpus; the seeds in the repo are only read.
-  if "build/sanitize/tests/fuzz/dtr_fuzz_$t" "$work" "tests/fuzz/corpus/$t" -max_total_time="$seconds" \
+  if "build/sanitize/tests/fuzz/dtr_fuzz_$t" "$work" "tests/fuzz/fixtures/$t" -max_total_time="$seconds" \
        -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 -artifact_prefix="$here/$findings/" \
        >"$log" 2>&1; then
     runs=$(grep -m1 "stat::number_of_executed_units" "$log" | awk '{print $2}')

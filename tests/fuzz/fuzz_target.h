@@ -5,7 +5,7 @@
 // std::exception is the parser refusing bad input, which is right; a crash, a
 // hang or a sanitizer report is a finding. The same target runs two ways: under
 // libFuzzer (scripts/fuzz.sh, built with clang) and, in every build, as a replay
-// of its seed corpus and of past findings (tests/fuzz/corpus/<target>/), so a
+// of its seed corpus and of past findings (tests/fuzz/fixtures/<target>/), so a
 // fixed finding stays a regression test.
 #pragma once
 
