@@ -7,6 +7,7 @@
 // (a memcpy's destination lines may also be read for ownership, uncounted; the
 // optimizer writes only lines it has just read, so it can beat that figure).
 //   build/dev/bench/dtr_adamw_bench [steps=5] [threads...=1 2]
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/adamw.h"
 #include "nn/optim/fused_adamw.h"
@@ -94,7 +95,8 @@ int main(int argc, char** argv) {
   const int64_t sizes[] = {10'000'000, 50'000'000};
   const double bytes_per_param = 28.0;
 
-  fmt::print("AdamW vs FusedAdamW step, f32, best of {} steps; GB/s = 28 B/param / time\n\n", steps);
+  fmt::print("AdamW vs FusedAdamW step, f32, best of {} steps; GB/s = 28 B/param / time; CPU kernels {}\n\n",
+             steps, dtr::kernels::cpu::cpu_level_description());
   fmt::print("{:>8} {:>8} {:>12} {:>10} {:>12} {:>10} {:>8} {:>13}\n", "params", "threads",
              "AdamW ms", "AdamW GB/s", "Fused ms", "Fused GB/s", "speedup", "memcpy GB/s");
   for (int threads : thread_counts) {

@@ -22,6 +22,7 @@
 //       [--sizes 1,4,16,64] [--reps 20] [--warmup 3] [--skip-overlap]
 //       [--overlap-mb 16] [--gemm-n 0]
 // DTR_MPI_PROGRESS_INTERVAL_US sets the progress thread's polling interval (default 20).
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
 #include "mesh/distributed.h"
 #include "tensor/factory.h"
@@ -99,8 +100,8 @@ int64_t total_elements(double mb) {
 void print_header(const char* op) {
   if (g_rank != 0) return;
   fmt::print("\n{} (f32, {} ranks; median of reps, slowest rank; bus GB/s = bytes*(N-1)/N/time;\n"
-             "ratios are of bandwidth, > 100% = dtr faster)\n",
-             op, g_size);
+             "ratios are of bandwidth, > 100% = dtr faster; CPU kernels {})\n",
+             op, g_size, dtr::kernels::cpu::cpu_level_description());
   fmt::print("{:>8} | {:>10} | {:>10} | {:>10} | {:>8} | {:>8} | {:>8} | {:>8} | {:>9}\n", "size", "dtr ms",
              "raw ms", "raw I+W ms", "dtr GB/s", "raw GB/s", "I+W GB/s", "dtr/raw", "dtr/(I+W)");
   fmt::print("{:->8}-+-{:->10}-+-{:->10}-+-{:->10}-+-{:->8}-+-{:->8}-+-{:->8}-+-{:->8}-+-{:->9}\n", "", "", "", "",

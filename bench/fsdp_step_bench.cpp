@@ -45,6 +45,7 @@
 // --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
 #include "fsdp/fully_shard.h"
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
 #include "mesh/distributed.h"
 #include "nn/activation_checkpoint.h"
@@ -405,8 +406,9 @@ int main(int argc, char** argv) {
                "global batch {} ({} per rank), f32, AdamW\n",
                opt.layers, opt.dim, opt.heads, opt.vocab, opt.seq, opt.batch, opt.batch / g_size);
     fmt::print("Psi = {} parameters ({:.1f} MiB f32); {} ranks, {} compute threads each; {} warm-up + {} "
-               "timed steps\n",
-               psi, mib(4.0 * static_cast<double>(psi)), g_size, threads, opt.warmup, opt.steps);
+               "timed steps; CPU kernels {}\n",
+               psi, mib(4.0 * static_cast<double>(psi)), g_size, threads, opt.warmup, opt.steps,
+               kernels::cpu::cpu_level_description());
   }
 
   // 1. FSDP alone: step time, communication, memory.

@@ -3,6 +3,7 @@
 //   (b) dtr::matmul with kernels::set_num_threads(1), and its ratio to (a),
 //   (c) dtr::matmul with the default thread count (DTR_NUM_THREADS or the core count).
 // Each figure is the best of several timed runs after one warm-up run.
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
 #include "tensor/factory.h"
 #include "tensor/ops/matmul.h"
@@ -56,8 +57,10 @@ dtr::Tensor random_matrix(int64_t n, uint32_t seed) {
 int main() {
   const int default_threads = dtr::kernels::num_threads();
   fmt::print("f32 C = A . B, square, row-major; best of >= 5 runs after a warm-up\n");
-  fmt::print("Eigen {}.{}.{}, SIMD: {}; default threads: {}\n\n", EIGEN_WORLD_VERSION,
-             EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse(),
+  fmt::print("(a): Eigen {}.{}.{} built into this file, SIMD: {}; (b), (c): dtr's CPU kernels {}; "
+             "default threads: {}\n\n",
+             EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+             Eigen::SimdInstructionSetsInUse(), dtr::kernels::cpu::cpu_level_description(),
              default_threads);
   fmt::print("{:>6} | {:>13} | {:>14} | {:>9} | {:>14} | {:>8}\n", "size", "(a) Eigen 1T",
              "(b) matmul 1T", "(b)/(a)", "(c) matmul " + std::to_string(default_threads) + "T",

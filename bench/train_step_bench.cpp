@@ -4,6 +4,7 @@
 // 1024^3 f32 GEMM through the matmul op on this machine (the target: the step at
 // >= 60% of the GEMM rate).
 //   build/release/bench/dtr_train_step_bench [steps=2]
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/adamw.h"
 #include "nn/transformer.h"
@@ -59,8 +60,9 @@ int main(int argc, char** argv) {
     opt.step();
     return loss.item();
   };
-  fmt::print("GPT-2 124M shape ({} parameters), B={} T={}, f32, {} threads\n", model.num_parameters(), batch,
-             seq, kernels::num_threads());
+  fmt::print("GPT-2 124M shape ({} parameters), B={} T={}, f32, {} threads, CPU kernels {}\n",
+             model.num_parameters(), batch, seq, kernels::num_threads(),
+             kernels::cpu::cpu_level_description());
   step();  // warm-up: allocates the optimizer state
   double best = 1e30;
   for (int i = 0; i < steps; ++i) {

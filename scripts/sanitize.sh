@@ -6,7 +6,8 @@
 # holds the libFuzzer targets that scripts/fuzz.sh runs.
 #   scripts/sanitize.sh [ctest args...]   e.g. -L unit, or -R checkpoint
 # Without arguments it runs every test but the GPU ones (they need the CUDA
-# build) and the install test (it builds a consumer without the sanitizers).
+# build), the install test (it builds a consumer without the sanitizers) and the
+# CPU-emulation ones (qemu-user cannot host AddressSanitizer's shadow memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/sanitizers/build.sh
@@ -20,5 +21,5 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # have no module name to match the suppressions: keep them loaded.
 export OMPI_MCA_mca_base_component_disable_dlclose=1
 args=("$@")
-[[ ${#args[@]} -gt 0 ]] || args=(-LE "gpu|install")
+[[ ${#args[@]} -gt 0 ]] || args=(-LE "gpu|install|qemu")
 ctest --test-dir build/sanitize --output-on-failure --timeout 1200 -j "$(nproc)" "${args[@]}"

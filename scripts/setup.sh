@@ -3,9 +3,14 @@
 # Idempotent and silent when everything is already there.
 set -euo pipefail
 
+# --tests: also what the test suite needs beyond the build (scripts/test.sh).
 # --sanitizers: also clang and its sanitizer and libFuzzer runtimes (scripts/sanitize.sh).
 packages=(cmake ninja-build g++ libopenmpi-dev openmpi-bin libeigen3-dev catch2 libspdlog-dev
           librandom123-dev libxxhash-dev nlohmann-json3-dev libcli11-dev)
+if [[ "${1:-}" == "--tests" ]]; then
+  # qemu-user runs the CPU kernels on emulated CPUs without AVX / AVX-512 (tests/cpu_levels/).
+  [[ "$(uname -m)" == "x86_64" ]] && packages+=(qemu-user)
+fi
 if [[ "${1:-}" == "--sanitizers" ]]; then
   packages+=(clang)
   # The runtimes ship per LLVM version: the one of the default clang (Debian 12: 14).

@@ -3,7 +3,7 @@
 # errors, and run the whole test suite through CTest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 scripts/build.sh test -DDTR_WERROR=ON
 export OMPI_MCA_mpi_yield_when_idle=1
 # GPU tests run only where a GPU is visible; they are always compiled when CUDA is.

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/summary.h"
+#include "kernels/cpu/cpu_level.h"
 #include "mesh/device_mesh.h"
 #include "mesh/distributed.h"
 #include "nn/activation_checkpoint.h"
@@ -163,6 +164,7 @@ Setup local_setup(TrainConfig& c, int rank) {
     throw std::runtime_error("--device cuda: this build of dtr has no CUDA (configure with -DDTR_CUDA=ON)");
 #endif
   }
+  kernels::cpu::active_cpu_level();  // a DTR_CPU_CAPABILITY this CPU cannot run is an input error
   s.seq = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   c.seq_len = s.seq;
   s.model.max_seq_len = s.seq;
@@ -317,11 +319,13 @@ int run_training(TrainConfig c) {
     fmt::print("dtr-train: model {} ({} style, {:.2f}M parameters, dim {}, {} layers) on {} rank(s); data {} "
                "({} train / {} val tokens, vocab {})\n"
                "  {} steps x {} sequences x {} tokens (micro-batch {}, grad accumulation {}), lr {} {} warmup {}, "
-               "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; output in {}\n",
+               "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; CPU kernels {}; "
+               "output in {}\n",
                c.model, s.model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", num_params / 1e6, s.model.dim,
                s.model.n_layers, c.world_size, s.data->name(), s.train->size(), s.val->size(), vocab, c.steps,
                c.global_batch, seq, c.micro_batch, c.grad_accum, c.lr, c.schedule, c.warmup, c.mixed_precision,
-               c.activation_checkpointing ? "on" : "off", c.reshard_after_forward, out_dir.string());
+               c.activation_checkpointing ? "on" : "off", c.reshard_after_forward,
+               kernels::cpu::cpu_level_description(), out_dir.string());
     std::fflush(stdout);
   }
 

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 template <class T>
 AdamWCoeffs<T> adamw_coeffs(const AdamWHyper& h, int64_t step) {
@@ -88,7 +88,8 @@ void adamw(const AdamWTensor<T, G>* tensors, size_t count, const AdamWHyper& hyp
   coeffs.reserve(count);
   for (size_t k = 0; k < count; ++k) {
     numels.push_back(tensors[k].numel);
-    coeffs.push_back(adamw_coeffs<T>(hyper, tensors[k].step));
+    // Qualified: argument-dependent lookup also finds the dispatching cpu::adamw_coeffs.
+    coeffs.push_back(DTR_CPU_LEVEL::adamw_coeffs<T>(hyper, tensors[k].step));
   }
   parallel_for_arrays(numels.data(), count, [&](size_t k, int64_t offset, int64_t n) {
     update_range(tensors[k], offset, n, coeffs[k]);
@@ -101,4 +102,4 @@ template void adamw<float, f16>(const AdamWTensor<float, f16>*, size_t, const Ad
 template void adamw<double, double>(const AdamWTensor<double, double>*, size_t,
                                     const AdamWHyper&);
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

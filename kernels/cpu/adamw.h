@@ -16,6 +16,7 @@
 // math is independent of the split).
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/scalar_types.h"
 
 #include <cstddef>
@@ -43,8 +44,12 @@ struct AdamWCoeffs {
 };
 
 // Instantiated for float and double.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       AdamWCoeffs<T> adamw_coeffs(const AdamWHyper& hyper, int64_t step);)
 template <class T>
-AdamWCoeffs<T> adamw_coeffs(const AdamWHyper& hyper, int64_t step);
+AdamWCoeffs<T> adamw_coeffs(const AdamWHyper& hyper, int64_t step) {
+  return DTR_CPU_DISPATCH(adamw_coeffs<T>)(hyper, step);
+}
 
 // One parameter's arrays, each `numel` contiguous elements (none overlapping),
 // and its update count t >= 1 (already incremented for this update).
@@ -62,7 +67,12 @@ struct AdamWTensor {
 // threads by element count over all tensors together (a thread's range may span
 // several small tensors or part of a large one), never one task per tensor.
 // Instantiated for (T, G) = (float, float), (float, bf16), (float, f16), (double, double).
+DTR_CPU_AT_EVERY_LEVEL(template <class T, class G>
+                       void adamw(const AdamWTensor<T, G>* tensors, size_t count,
+                                  const AdamWHyper& hyper);)
 template <class T, class G>
-void adamw(const AdamWTensor<T, G>* tensors, size_t count, const AdamWHyper& hyper);
+void adamw(const AdamWTensor<T, G>* tensors, size_t count, const AdamWHyper& hyper) {
+  return DTR_CPU_DISPATCH(adamw<T, G>)(tensors, count, hyper);
+}
 
 }  // namespace dtr::kernels::cpu

@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -22,6 +22,13 @@ using ConstMatrixMap = Eigen::Map<const Matrix<A>>;
 
 // Query rows per block: the block's scores (rows x visible keys) are one GEMM.
 constexpr int64_t kQueryBlock = 64;
+
+// Scratch for a block's scores, aligned to Eigen's widest packet: Eigen starts its
+// vectorised row sums at the first aligned element, so a buffer whose alignment
+// changed from run to run (malloc's 16 bytes under AVX) would change the order of
+// the sums, and the results, from run to run.
+template <class A>
+using Scratch = Eigen::Matrix<A, Eigen::Dynamic, 1>;
 
 // Keys query row t may see.
 int64_t visible_keys(const AttentionDims& d, int64_t t) {
@@ -75,7 +82,7 @@ void attention_forward(const A* q, const A* k, const A* v, const AttentionDims& 
   const int64_t D = d.head_dim;
   const A scale = static_cast<A>(d.scale);
   parallel_for(0, d.batch * d.kv_heads, grain_for(d), [&](int64_t begin, int64_t end) {
-    std::vector<A> scores(static_cast<size_t>(std::min(kQueryBlock, d.q_len) * d.kv_len));
+    Scratch<A> scores(std::min(kQueryBlock, d.q_len) * d.kv_len);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / d.kv_heads;
       const int64_t kvh = item % d.kv_heads;
@@ -114,8 +121,8 @@ void attention_backward(const A* q, const A* k, const A* v, const A* out, const 
   const int64_t D = d.head_dim;
   const A scale = static_cast<A>(d.scale);
   parallel_for(0, d.batch * d.kv_heads, grain_for(d), [&](int64_t begin, int64_t end) {
-    const auto block_elems = static_cast<size_t>(std::min(kQueryBlock, d.q_len) * d.kv_len);
-    std::vector<A> probs(block_elems), dprobs(block_elems);
+    const int64_t block_elems = std::min(kQueryBlock, d.q_len) * d.kv_len;
+    Scratch<A> probs(block_elems), dprobs(block_elems);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / d.kv_heads;
       const int64_t kvh = item % d.kv_heads;
@@ -166,4 +173,4 @@ template void attention_backward<double>(const double*, const double*, const dou
                                          const double*, const double*, const double*,
                                          const AttentionDims&, double*, double*, double*);
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -16,6 +16,8 @@
 // depend on the thread count.
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
+
 #include <cstdint>
 
 namespace dtr::kernels::cpu {
@@ -27,13 +29,24 @@ struct AttentionDims {
 };
 
 // A is float or double.
+DTR_CPU_AT_EVERY_LEVEL(template <class A>
+                       void attention_forward(const A* q, const A* k, const A* v,
+                                              const AttentionDims& dims, A* out, A* lse);)
 template <class A>
 void attention_forward(const A* q, const A* k, const A* v, const AttentionDims& dims, A* out,
-                       A* lse);
+                       A* lse) {
+  return DTR_CPU_DISPATCH(attention_forward<A>)(q, k, v, dims, out, lse);
+}
 
 // dq, dk, dv are overwritten; each may be null to skip it.
+DTR_CPU_AT_EVERY_LEVEL(template <class A>
+                       void attention_backward(const A* q, const A* k, const A* v, const A* out,
+                                               const A* lse, const A* dout,
+                                               const AttentionDims& dims, A* dq, A* dk, A* dv);)
 template <class A>
 void attention_backward(const A* q, const A* k, const A* v, const A* out, const A* lse,
-                        const A* dout, const AttentionDims& dims, A* dq, A* dk, A* dv);
+                        const A* dout, const AttentionDims& dims, A* dq, A* dk, A* dv) {
+  return DTR_CPU_DISPATCH(attention_backward<A>)(q, k, v, out, lse, dout, dims, dq, dk, dv);
+}
 
 }  // namespace dtr::kernels::cpu

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 template <class From, class To>
 void copy(int ndim, const int64_t* sizes, const From* src, const int64_t* src_strides, To* dst,
@@ -59,4 +59,4 @@ DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_COPY_FROM)
   template void arange<T>(T*, int64_t, double, double);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_FILL)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -81,4 +81,4 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, const acc_t
                                           double, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_CROSS_ENTROPY)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

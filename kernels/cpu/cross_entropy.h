@@ -16,6 +16,7 @@
 // kParallelGrain elements.
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/scalar_types.h"
 
 #include <cstdint>
@@ -23,17 +24,36 @@
 namespace dtr::kernels::cpu {
 
 // loss, row_max, row_log_sum: [rows] (ignored rows: 0, 0, 0). Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void cross_entropy_forward(const T* logits, const int64_t* targets,
+                                                  int64_t rows, int64_t cols, int64_t ignore_index,
+                                                  double label_smoothing, acc_t<T>* loss,
+                                                  acc_t<T>* row_max, acc_t<T>* row_log_sum);)
 template <class T>
 void cross_entropy_forward(const T* logits, const int64_t* targets, int64_t rows, int64_t cols,
                            int64_t ignore_index, double label_smoothing, acc_t<T>* loss,
-                           acc_t<T>* row_max, acc_t<T>* row_log_sum);
+                           acc_t<T>* row_max, acc_t<T>* row_log_sum) {
+  return DTR_CPU_DISPATCH(cross_entropy_forward<T>)(logits, targets, rows, cols, ignore_index,
+                                                    label_smoothing, loss, row_max, row_log_sum);
+}
 
 // dlogits: [rows, cols], every element written. `scale` multiplies every
 // non-ignored row (for a mean loss: the incoming gradient / non-ignored rows).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void cross_entropy_backward(const T* logits, const int64_t* targets,
+                                                   const acc_t<T>* row_max,
+                                                   const acc_t<T>* row_log_sum, int64_t rows,
+                                                   int64_t cols, int64_t ignore_index,
+                                                   double label_smoothing, double scale,
+                                                   T* dlogits);)
 template <class T>
 void cross_entropy_backward(const T* logits, const int64_t* targets, const acc_t<T>* row_max,
                             const acc_t<T>* row_log_sum, int64_t rows, int64_t cols,
                             int64_t ignore_index, double label_smoothing, double scale,
-                            T* dlogits);
+                            T* dlogits) {
+  return DTR_CPU_DISPATCH(cross_entropy_backward<T>)(logits, targets, row_max, row_log_sum, rows,
+                                                     cols, ignore_index, label_smoothing, scale,
+                                                     dlogits);
+}
 
 }  // namespace dtr::kernels::cpu

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <type_traits>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 template <class T>
 void where(int ndim, const int64_t* sizes, const uint8_t* cond, const int64_t* cond_strides,
@@ -65,4 +65,4 @@ bool any_element(ElementTest test, int ndim, const int64_t* sizes, const T* x,
   template bool any_element<T>(ElementTest, int, const int64_t*, const T*, const int64_t*);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_WHERE)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -23,6 +23,7 @@
 // neither overflow nor cancel at large |x| (see elementwise_unary.cpp).
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/scalar_types.h"
 
@@ -44,42 +45,89 @@ using kernels::unary_op_name;
 using kernels::UnaryOp;
 
 // out[i] = op(x[i]).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void unary(UnaryOp op, int ndim, const int64_t* sizes, const T* x,
+                                  const int64_t* x_strides, T* out, const int64_t* out_strides);)
 template <class T>
 void unary(UnaryOp op, int ndim, const int64_t* sizes, const T* x, const int64_t* x_strides,
-           T* out, const int64_t* out_strides);
+           T* out, const int64_t* out_strides) {
+  return DTR_CPU_DISPATCH(unary<T>)(op, ndim, sizes, x, x_strides, out, out_strides);
+}
 
 // out[i] = op(a[i], b[i]).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void binary(BinaryOp op, int ndim, const int64_t* sizes, const T* a,
+                                   const int64_t* a_strides, const T* b, const int64_t* b_strides,
+                                   T* out, const int64_t* out_strides);)
 template <class T>
 void binary(BinaryOp op, int ndim, const int64_t* sizes, const T* a, const int64_t* a_strides,
-            const T* b, const int64_t* b_strides, T* out, const int64_t* out_strides);
+            const T* b, const int64_t* b_strides, T* out, const int64_t* out_strides) {
+  return DTR_CPU_DISPATCH(binary<T>)(op, ndim, sizes, a, a_strides, b, b_strides, out, out_strides);
+}
 
 // out[i] = g[i] * f'(s[i]) for f = op, one of has_grad_kernel(op), with s the
 // forward's output where grad_reads_output(op), else its input: computed in
 // opmath_t<T> and rounded once. Floating T only (throws std::invalid_argument else).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g,
+                                       const int64_t* g_strides, const T* s,
+                                       const int64_t* s_strides, T* out,
+                                       const int64_t* out_strides);)
 template <class T>
 void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const int64_t* g_strides,
-                const T* s, const int64_t* s_strides, T* out, const int64_t* out_strides);
+                const T* s, const int64_t* s_strides, T* out, const int64_t* out_strides) {
+  return DTR_CPU_DISPATCH(unary_grad<T>)(op, ndim, sizes, g, g_strides, s, s_strides, out,
+                                         out_strides);
+}
 
 // out[i] = a[i] + alpha * b[i], computed in opmath_t<T> and rounded once (add with
 // torch's alpha; sub is alpha = -alpha).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void add_scaled(int ndim, const int64_t* sizes, const T* a,
+                                       const int64_t* a_strides, const T* b,
+                                       const int64_t* b_strides, opmath_t<T> alpha, T* out,
+                                       const int64_t* out_strides);)
 template <class T>
 void add_scaled(int ndim, const int64_t* sizes, const T* a, const int64_t* a_strides, const T* b,
-                const int64_t* b_strides, opmath_t<T> alpha, T* out, const int64_t* out_strides);
+                const int64_t* b_strides, opmath_t<T> alpha, T* out, const int64_t* out_strides) {
+  return DTR_CPU_DISPATCH(add_scaled<T>)(ndim, sizes, a, a_strides, b, b_strides, alpha, out,
+                                         out_strides);
+}
 
 // out[i] = op(a[i], b[i]) ? 1 : 0.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void compare(CompareOp op, int ndim, const int64_t* sizes, const T* a,
+                                    const int64_t* a_strides, const T* b, const int64_t* b_strides,
+                                    uint8_t* out, const int64_t* out_strides);)
 template <class T>
 void compare(CompareOp op, int ndim, const int64_t* sizes, const T* a, const int64_t* a_strides,
-             const T* b, const int64_t* b_strides, uint8_t* out, const int64_t* out_strides);
+             const T* b, const int64_t* b_strides, uint8_t* out, const int64_t* out_strides) {
+  return DTR_CPU_DISPATCH(compare<T>)(op, ndim, sizes, a, a_strides, b, b_strides, out,
+                                      out_strides);
+}
 
 // out[i] = cond[i] != 0 ? a[i] : b[i].
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void where(int ndim, const int64_t* sizes, const uint8_t* cond,
+                                  const int64_t* cond_strides, const T* a, const int64_t* a_strides,
+                                  const T* b, const int64_t* b_strides, T* out,
+                                  const int64_t* out_strides);)
 template <class T>
 void where(int ndim, const int64_t* sizes, const uint8_t* cond, const int64_t* cond_strides,
            const T* a, const int64_t* a_strides, const T* b, const int64_t* b_strides, T* out,
-           const int64_t* out_strides);
+           const int64_t* out_strides) {
+  return DTR_CPU_DISPATCH(where<T>)(ndim, sizes, cond, cond_strides, a, a_strides, b, b_strides,
+                                    out, out_strides);
+}
 
 // True when some element x[i] passes `test` (e.g. a zero divisor for integer div).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       bool any_element(ElementTest test, int ndim, const int64_t* sizes,
+                                        const T* x, const int64_t* x_strides);)
 template <class T>
 bool any_element(ElementTest test, int ndim, const int64_t* sizes, const T* x,
-                 const int64_t* x_strides);
+                 const int64_t* x_strides) {
+  return DTR_CPU_DISPATCH(any_element<T>)(test, ndim, sizes, x, x_strides);
+}
 
 }  // namespace dtr::kernels::cpu

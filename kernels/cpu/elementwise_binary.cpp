@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -70,4 +70,4 @@ void compare(CompareOp op, int ndim, const int64_t* sizes, const T* a, const int
                            const int64_t*, uint8_t*, const int64_t*);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_BINARY)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

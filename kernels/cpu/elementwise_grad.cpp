@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 template <class T>
 void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const int64_t* g_strides,
@@ -26,4 +26,4 @@ void unary_grad(UnaryOp op, int ndim, const int64_t* sizes, const T* g, const in
                               const int64_t*, T*, const int64_t*);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_UNARY_GRAD)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -57,4 +57,4 @@ void unary(UnaryOp op, int ndim, const int64_t* sizes, const T* x, const int64_t
                          const int64_t*);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_UNARY)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 template <class T>
 void embedding_forward(const T* table, int64_t cols, const int64_t* indices, int64_t tokens,
@@ -63,4 +63,4 @@ DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_EMBEDDING_FORWARD)
   template void embedding_backward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_EMBEDDING_BACKWARD)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -11,19 +11,32 @@
 // thread count. Rows no token looked up get 0.
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
+
 #include <cstdint>
 
 namespace dtr::kernels::cpu {
 
 // out[t, :] = table[indices[t], :] for t in [0, tokens). Any element type.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void embedding_forward(const T* table, int64_t cols, const int64_t* indices,
+                                              int64_t tokens, T* out);)
 template <class T>
 void embedding_forward(const T* table, int64_t cols, const int64_t* indices, int64_t tokens,
-                       T* out);
+                       T* out) {
+  return DTR_CPU_DISPATCH(embedding_forward<T>)(table, cols, indices, tokens, out);
+}
 
 // grad_table[r, :] = sum over t with indices[t] == r of grad_out[t, :], for every
 // r in [0, rows) (grad_table is fully written). Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void embedding_backward(const T* grad_out, const int64_t* indices,
+                                               int64_t tokens, int64_t rows, int64_t cols,
+                                               T* grad_table);)
 template <class T>
 void embedding_backward(const T* grad_out, const int64_t* indices, int64_t tokens, int64_t rows,
-                        int64_t cols, T* grad_table);
+                        int64_t cols, T* grad_table) {
+  return DTR_CPU_DISPATCH(embedding_backward<T>)(grad_out, indices, tokens, rows, cols, grad_table);
+}
 
 }  // namespace dtr::kernels::cpu

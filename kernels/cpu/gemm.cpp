@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -314,4 +314,4 @@ void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m
                                 acc_t<T>, T*, int64_t, int64_t, const GemmEpilogue<T>&);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_GEMM)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -25,6 +25,7 @@
 // any num_threads().
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/scalar_types.h"
 #include "kernels/transpose.h"
@@ -36,18 +37,37 @@ namespace dtr::kernels::cpu {
 using kernels::Transpose;
 
 // One GEMM: C = alpha * op(A) . op(B) + beta * C.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n,
+                                 int64_t k, acc_t<T> alpha, const T* a, int64_t lda, const T* b,
+                                 int64_t ldb, acc_t<T> beta, T* c, int64_t ldc,
+                                 const GemmEpilogue<T>& epilogue);)
 template <class T>
 void gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, acc_t<T> alpha,
           const T* a, int64_t lda, const T* b, int64_t ldb, acc_t<T> beta, T* c, int64_t ldc,
-          const GemmEpilogue<T>& epilogue = {});
+          const GemmEpilogue<T>& epilogue = {}) {
+  return DTR_CPU_DISPATCH(gemm<T>)(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                   epilogue);
+}
 
 // `batch` independent GEMMs of one shape; matrix i of an operand starts at
 // pointer + i * its batch stride (in elements). A batch stride of 0 broadcasts one
 // matrix to every batch entry (allowed for A and B; C's batch entries must not overlap).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b,
+                                         int64_t m, int64_t n, int64_t k, acc_t<T> alpha,
+                                         const T* a, int64_t lda, int64_t batch_stride_a,
+                                         const T* b, int64_t ldb, int64_t batch_stride_b,
+                                         acc_t<T> beta, T* c, int64_t ldc, int64_t batch_stride_c,
+                                         const GemmEpilogue<T>& epilogue);)
 template <class T>
 void gemm_batched(int64_t batch, Transpose trans_a, Transpose trans_b, int64_t m, int64_t n,
                   int64_t k, acc_t<T> alpha, const T* a, int64_t lda, int64_t batch_stride_a,
                   const T* b, int64_t ldb, int64_t batch_stride_b, acc_t<T> beta, T* c, int64_t ldc,
-                  int64_t batch_stride_c, const GemmEpilogue<T>& epilogue = {});
+                  int64_t batch_stride_c, const GemmEpilogue<T>& epilogue = {}) {
+  return DTR_CPU_DISPATCH(gemm_batched<T>)(batch, trans_a, trans_b, m, n, k, alpha, a, lda,
+                                           batch_stride_a, b, ldb, batch_stride_b, beta, c, ldc,
+                                           batch_stride_c, epilogue);
+}
 
 }  // namespace dtr::kernels::cpu

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -162,4 +162,4 @@ void rms_norm_backward(const T* dy, const T* x, const acc_t<T>* rstd, const T* w
                                      int64_t, T*, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_NORM)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -24,6 +24,7 @@
 // cols == 0 gives NaN mean and rstd and writes nothing else.
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/scalar_types.h"
 
 #include <cstdint>
@@ -31,25 +32,49 @@
 namespace dtr::kernels::cpu {
 
 // Floating T only. weight, bias: [cols] or null. y: [rows, cols]; mean, rstd: [rows].
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void layer_norm_forward(const T* x, const T* weight, const T* bias,
+                                               int64_t rows, int64_t cols, double eps, T* y,
+                                               acc_t<T>* mean, acc_t<T>* rstd);)
 template <class T>
 void layer_norm_forward(const T* x, const T* weight, const T* bias, int64_t rows, int64_t cols,
-                        double eps, T* y, acc_t<T>* mean, acc_t<T>* rstd);
+                        double eps, T* y, acc_t<T>* mean, acc_t<T>* rstd) {
+  return DTR_CPU_DISPATCH(layer_norm_forward<T>)(x, weight, bias, rows, cols, eps, y, mean, rstd);
+}
 
 // dy, x: [rows, cols]; mean, rstd: from layer_norm_forward; weight: [cols] or null.
 // dx: [rows, cols], dweight, dbias: [cols]; each may be null.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void layer_norm_backward(const T* dy, const T* x, const acc_t<T>* mean,
+                                                const acc_t<T>* rstd, const T* weight, int64_t rows,
+                                                int64_t cols, T* dx, T* dweight, T* dbias);)
 template <class T>
 void layer_norm_backward(const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
-                         const T* weight, int64_t rows, int64_t cols, T* dx, T* dweight, T* dbias);
+                         const T* weight, int64_t rows, int64_t cols, T* dx, T* dweight, T* dbias) {
+  return DTR_CPU_DISPATCH(layer_norm_backward<T>)(dy, x, mean, rstd, weight, rows, cols, dx,
+                                                  dweight, dbias);
+}
 
 // Floating T only. weight: [cols] or null. y: [rows, cols]; rstd: [rows].
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void rms_norm_forward(const T* x, const T* weight, int64_t rows,
+                                             int64_t cols, double eps, T* y, acc_t<T>* rstd);)
 template <class T>
 void rms_norm_forward(const T* x, const T* weight, int64_t rows, int64_t cols, double eps, T* y,
-                      acc_t<T>* rstd);
+                      acc_t<T>* rstd) {
+  return DTR_CPU_DISPATCH(rms_norm_forward<T>)(x, weight, rows, cols, eps, y, rstd);
+}
 
 // dy, x: [rows, cols]; rstd: from rms_norm_forward; weight: [cols] or null.
 // dx: [rows, cols], dweight: [cols]; each may be null.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void rms_norm_backward(const T* dy, const T* x, const acc_t<T>* rstd,
+                                              const T* weight, int64_t rows, int64_t cols, T* dx,
+                                              T* dweight);)
 template <class T>
 void rms_norm_backward(const T* dy, const T* x, const acc_t<T>* rstd, const T* weight,
-                       int64_t rows, int64_t cols, T* dx, T* dweight);
+                       int64_t rows, int64_t cols, T* dx, T* dweight) {
+  return DTR_CPU_DISPATCH(rms_norm_backward<T>)(dy, x, rstd, weight, rows, cols, dx, dweight);
+}
 
 }  // namespace dtr::kernels::cpu

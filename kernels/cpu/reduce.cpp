@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -192,4 +192,4 @@ DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_REDUCE)
 #define DTR_INSTANTIATE_MEAN(T) template void mean_rows<T>(const T*, int64_t, int64_t, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_MEAN)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -17,6 +17,7 @@
 // reports max/min/argmax over nothing as an error before getting here.
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/scalar_types.h"
 
 #include <cstdint>
@@ -31,21 +32,41 @@ inline constexpr int64_t kReduceChunk = 32768;
 template <class T>
 using sum_out_t = std::conditional_t<is_floating_v<T>, T, int64_t>;
 
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void sum_rows(const T* in, int64_t rows, int64_t cols, sum_out_t<T>* out);)
 template <class T>
-void sum_rows(const T* in, int64_t rows, int64_t cols, sum_out_t<T>* out);
+void sum_rows(const T* in, int64_t rows, int64_t cols, sum_out_t<T>* out) {
+  return DTR_CPU_DISPATCH(sum_rows<T>)(in, rows, cols, out);
+}
 
 // Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void mean_rows(const T* in, int64_t rows, int64_t cols, T* out);)
 template <class T>
-void mean_rows(const T* in, int64_t rows, int64_t cols, T* out);
+void mean_rows(const T* in, int64_t rows, int64_t cols, T* out) {
+  return DTR_CPU_DISPATCH(mean_rows<T>)(in, rows, cols, out);
+}
 
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void max_rows(const T* in, int64_t rows, int64_t cols, T* out);)
 template <class T>
-void max_rows(const T* in, int64_t rows, int64_t cols, T* out);
+void max_rows(const T* in, int64_t rows, int64_t cols, T* out) {
+  return DTR_CPU_DISPATCH(max_rows<T>)(in, rows, cols, out);
+}
 
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void min_rows(const T* in, int64_t rows, int64_t cols, T* out);)
 template <class T>
-void min_rows(const T* in, int64_t rows, int64_t cols, T* out);
+void min_rows(const T* in, int64_t rows, int64_t cols, T* out) {
+  return DTR_CPU_DISPATCH(min_rows<T>)(in, rows, cols, out);
+}
 
 // out[r] is the index within row r (0 <= out[r] < cols).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void argmax_rows(const T* in, int64_t rows, int64_t cols, int64_t* out);)
 template <class T>
-void argmax_rows(const T* in, int64_t rows, int64_t cols, int64_t* out);
+void argmax_rows(const T* in, int64_t rows, int64_t cols, int64_t* out) {
+  return DTR_CPU_DISPATCH(argmax_rows<T>)(in, rows, cols, out);
+}
 
 }  // namespace dtr::kernels::cpu

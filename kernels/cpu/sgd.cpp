@@ -7,7 +7,7 @@
 
 #include <vector>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 template <class T>
 SGDCoeffs<T> sgd_coeffs(const SGDHyper& h, int64_t step) {
@@ -54,7 +54,8 @@ void sgd(const SGDTensor<T>* tensors, size_t count, const SGDHyper& hyper) {
   coeffs.reserve(count);
   for (size_t k = 0; k < count; ++k) {
     numels.push_back(tensors[k].numel);
-    coeffs.push_back(sgd_coeffs<T>(hyper, tensors[k].step));
+    // Qualified: argument-dependent lookup also finds the dispatching cpu::sgd_coeffs.
+    coeffs.push_back(DTR_CPU_LEVEL::sgd_coeffs<T>(hyper, tensors[k].step));
   }
   parallel_for_arrays(numels.data(), count, [&](size_t k, int64_t offset, int64_t n) {
     update_range(tensors[k], offset, n, coeffs[k]);
@@ -64,4 +65,4 @@ void sgd(const SGDTensor<T>* tensors, size_t count, const SGDHyper& hyper) {
 template void sgd<float>(const SGDTensor<float>*, size_t, const SGDHyper&);
 template void sgd<double>(const SGDTensor<double>*, size_t, const SGDHyper&);
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -15,6 +15,7 @@
 // the split).
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
 #include "kernels/scalar_types.h"
 
 #include <cstddef>
@@ -44,8 +45,12 @@ struct SGDCoeffs {
 };
 
 // Instantiated for float and double.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       SGDCoeffs<T> sgd_coeffs(const SGDHyper& hyper, int64_t step);)
 template <class T>
-SGDCoeffs<T> sgd_coeffs(const SGDHyper& hyper, int64_t step);
+SGDCoeffs<T> sgd_coeffs(const SGDHyper& hyper, int64_t step) {
+  return DTR_CPU_DISPATCH(sgd_coeffs<T>)(hyper, step);
+}
 
 // One parameter's arrays, each `numel` contiguous elements (none overlapping;
 // momentum_buffer null when the momentum is 0), and its update count t >= 1
@@ -61,7 +66,11 @@ struct SGDTensor {
 
 // Updates `count` tensors in one parallel region, split across threads by element
 // count over all tensors together. Instantiated for float and double.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void sgd(const SGDTensor<T>* tensors, size_t count, const SGDHyper& hyper);)
 template <class T>
-void sgd(const SGDTensor<T>* tensors, size_t count, const SGDHyper& hyper);
+void sgd(const SGDTensor<T>* tensors, size_t count, const SGDHyper& hyper) {
+  return DTR_CPU_DISPATCH(sgd<T>)(tensors, count, hyper);
+}
 
 }  // namespace dtr::kernels::cpu

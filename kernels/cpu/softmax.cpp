@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-namespace dtr::kernels::cpu {
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
 namespace {
 
@@ -69,4 +69,4 @@ void log_softmax_rows(const T* in, int64_t rows, int64_t cols, T* out) {
   template void log_softmax_rows<T>(const T*, int64_t, int64_t, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_SOFTMAX)
 
-}  // namespace dtr::kernels::cpu
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

@@ -11,16 +11,26 @@
 // entries (masks) give exactly 0.
 #pragma once
 
+#include "kernels/cpu/cpu_level.h"
+
 #include <cstdint>
 
 namespace dtr::kernels::cpu {
 
 // out[r, j] = exp(in[r, j] - max_r) / sum_k exp(in[r, k] - max_r). Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void softmax_rows(const T* in, int64_t rows, int64_t cols, T* out);)
 template <class T>
-void softmax_rows(const T* in, int64_t rows, int64_t cols, T* out);
+void softmax_rows(const T* in, int64_t rows, int64_t cols, T* out) {
+  return DTR_CPU_DISPATCH(softmax_rows<T>)(in, rows, cols, out);
+}
 
 // out[r, j] = in[r, j] - max_r - log(sum_k exp(in[r, k] - max_r)). Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void log_softmax_rows(const T* in, int64_t rows, int64_t cols, T* out);)
 template <class T>
-void log_softmax_rows(const T* in, int64_t rows, int64_t cols, T* out);
+void log_softmax_rows(const T* in, int64_t rows, int64_t cols, T* out) {
+  return DTR_CPU_DISPATCH(log_softmax_rows<T>)(in, rows, cols, out);
+}
 
 }  // namespace dtr::kernels::cpu

@@ -1,0 +1,61 @@
+# The CPU kernels at several instruction-set levels in one library (kernels/cpu/cpu_level.h).
+#
+# dtr_add_cpu_levels(<prefix> SOURCES <files...>) compiles the sources once per level,
+# with DTR_CPU_LEVEL=<level> (the namespace their definitions go in) and the level's
+# -march, as the OBJECT library <prefix>_<level>. Each level's objects are then linked
+# into one relocatable object (ld -r, section groups dissolved) in which every symbol
+# is made local except those of dtr::kernels::cpu::<level>. Inline and template code
+# (Eigen, the standard library) compiled with AVX-512 in one level can then never be
+# the copy another level's code, or any other part of the program, calls: the linker
+# would otherwise keep one copy of each such function, whichever it met first.
+# Sets DTR_KERNELS_CPU_LEVEL_OBJECTS to the relocatable objects, for the dtr library.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(DTR_CPU_LEVELS baseline avx2 avx512)
+else()
+  set(DTR_CPU_LEVELS baseline)
+endif()
+set(DTR_CPU_LEVEL_FLAGS_baseline "")
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(DTR_CPU_LEVEL_FLAGS_baseline -march=x86-64)
+endif()
+set(DTR_CPU_LEVEL_FLAGS_avx2 -march=x86-64-v3)
+set(DTR_CPU_LEVEL_FLAGS_avx512 -march=x86-64-v4)
+
+function(dtr_add_cpu_levels prefix)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  set(merged_objects)
+  foreach(level IN LISTS DTR_CPU_LEVELS)
+    set(target ${prefix}_${level})
+    add_library(${target} OBJECT ${ARG_SOURCES})
+    dtr_layer_target(${target} kernels)
+    target_compile_definitions(${target} PRIVATE DTR_CPU_LEVEL=${level})
+    # No contraction into FMAs, so that elementwise results are the same at every level.
+    target_compile_options(${target} PRIVATE ${DTR_CPU_LEVEL_FLAGS_${level}} -ffp-contract=off)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # Static locals of inline functions as ordinary weak symbols, which objcopy can
+      # make local (it keeps GCC's STB_GNU_UNIQUE ones global).
+      target_compile_options(${target} PRIVATE -fno-gnu-unique)
+    endif()
+    if(level STREQUAL "avx512" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # GCC 12 reports the undefined pass-through operand of AVX-512 intrinsics that
+      # Eigen's packet math calls as "may be used uninitialized" (a false positive).
+      target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
+    endif()
+
+    string(LENGTH ${level} length)
+    set(merged ${CMAKE_CURRENT_BINARY_DIR}/${target}.o)
+    add_custom_command(
+      OUTPUT ${merged}
+      COMMAND ${CMAKE_LINKER} -r --force-group-allocation -o ${merged}.all $<TARGET_OBJECTS:${target}>
+      COMMAND ${CMAKE_OBJCOPY} --wildcard --keep-global-symbol=_ZN3dtr7kernels3cpu${length}${level}*
+              ${merged}.all ${merged}
+      DEPENDS ${target} $<TARGET_OBJECTS:${target}>
+      COMMAND_EXPAND_LISTS
+      COMMENT "Linking the ${level} CPU kernels into ${target}.o, their own symbols the only global ones"
+      VERBATIM)
+    list(APPEND merged_objects ${merged})
+  endforeach()
+  add_custom_target(${prefix}_levels DEPENDS ${merged_objects})
+  set_source_files_properties(${merged_objects} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  set(DTR_KERNELS_CPU_LEVEL_OBJECTS ${merged_objects} PARENT_SCOPE)
+endfunction()
