@@ -1,5 +1,5 @@
-// One optimizer step of AdamW (op by op) against FusedAdamW (one fused
-// multi-threaded pass) on the CPU, f32, for 10M and 50M parameters split into
+// One optimizer step of AdamW op by op (.fused = false) against its default fused
+// kernel (one multi-threaded pass) on the CPU, f32, for 10M and 50M parameters split into
 // tensors of mixed sizes, on 1 and 2 threads (or the counts given): ms/step and
 // GB/s of optimizer state traffic, 28 bytes per parameter (param, grad, exp_avg,
 // exp_avg_sq read = 16, param, exp_avg, exp_avg_sq written = 12). The yardstick
@@ -10,7 +10,6 @@
 #include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
 #include "nn/optim/adamw.h"
-#include "nn/optim/fused_adamw.h"
 #include "tensor/factory.h"
 #include "tensor/random.h"
 
@@ -49,10 +48,9 @@ std::vector<dtr::Tensor> make_params(int64_t total) {
 
 // Best seconds per step over `steps` timed steps, after one untimed step that
 // allocates the state.
-template <class Opt>
-double time_step(int64_t n, int steps) {
+double time_step(int64_t n, int steps, bool fused) {
   std::vector<dtr::Tensor> params = make_params(n);
-  Opt opt(params, dtr::nn::optim::AdamWOptions{.lr = 1e-4});
+  dtr::nn::optim::AdamW opt(params, dtr::nn::optim::AdamWOptions{.lr = 1e-4, .fused = fused});
   opt.step();
   double best = 1e30;
   for (int i = 0; i < steps; ++i) {
@@ -95,7 +93,7 @@ int main(int argc, char** argv) {
   const int64_t sizes[] = {10'000'000, 50'000'000};
   const double bytes_per_param = 28.0;
 
-  fmt::print("AdamW vs FusedAdamW step, f32, best of {} steps; GB/s = 28 B/param / time; CPU kernels {}\n\n",
+  fmt::print("AdamW step op by op vs fused, f32, best of {} steps; GB/s = 28 B/param / time; CPU kernels {}\n\n",
              steps, dtr::kernels::cpu::cpu_level_description());
   fmt::print("{:>8} {:>8} {:>12} {:>10} {:>12} {:>10} {:>8} {:>13}\n", "params", "threads",
              "AdamW ms", "AdamW GB/s", "Fused ms", "Fused GB/s", "speedup", "memcpy GB/s");
@@ -103,8 +101,8 @@ int main(int argc, char** argv) {
     kernels::set_num_threads(threads);
     const double copy_rate = memcpy_gbps(size_t{256} << 20, 5);
     for (int64_t n : sizes) {
-      const double ref = time_step<nn::optim::AdamW>(n, steps);
-      const double fused = time_step<nn::optim::FusedAdamW>(n, steps);
+      const double ref = time_step(n, steps, false);
+      const double fused = time_step(n, steps, true);
       const double bytes = bytes_per_param * static_cast<double>(n);
       fmt::print("{:>7}M {:>8} {:>12.1f} {:>10.2f} {:>12.1f} {:>10.2f} {:>7.1f}x {:>13.2f}\n",
                  n / 1'000'000, threads, 1e3 * ref, bytes / ref / 1e9, 1e3 * fused,

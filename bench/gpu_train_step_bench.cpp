@@ -180,7 +180,11 @@ int run(const Options& opt) {
       optimizer_name = fmt::format("AdamW (op by op; FusedAdamW refused: {})", e.what());
     }
   }
-  if (!optimizer) optimizer = std::make_unique<nn::optim::AdamW>(params, adamw);
+  if (!optimizer) {
+    nn::optim::AdamWOptions op_by_op = adamw;
+    op_by_op.fused = false;
+    optimizer = std::make_unique<nn::optim::AdamW>(params, op_by_op);
+  }
 
   Tensor inputs, targets;
   std::tie(inputs, targets) = random_batch(opt, config.vocab_size, device, distributed::rank());

@@ -2,7 +2,8 @@
 // their kernels: the pending updates grouped by device (the CPU, each CUDA device)
 // and dtype (f32 or f64, the only ones the Optimizer base takes), each grad made
 // contiguous (copies of strided ones live until the kernels have been called), then
-// one kernel call per group, CUDA ones on that device's current stream. Internal to
+// one kernel call per group, CUDA ones on that device's current stream; then the
+// version bumps the op-by-op in-place updates would make. Internal to
 // nn/optim/fused_*.cpp. `Kernels` describes an optimizer's kernels:
 //   template <class T> using Arrays = ...;     the kernel's descriptor of one tensor
 //   template <class T> Arrays<T> describe(const Tensor& param, const Tensor& grad,
@@ -57,6 +58,13 @@ void run_fused(const Kernels& kernels, const std::vector<Update>& updates, const
 #else
     DTR_FAIL("{}: parameters on cuda:{} need the CUDA backend, which this build of dtr lacks", who, device);
 #endif
+  }
+  // The kernels wrote in place, as the op-by-op update's in-place ops do: bump the
+  // versions those would, so that whoever checks one (FSDP re-gathers a parameter
+  // whose shard changed) sees the writes.
+  for (const Update& u : updates) {
+    u.param.bump_version();
+    for (const auto& [name, tensor] : u.state->tensors) tensor.bump_version();
   }
 }
 

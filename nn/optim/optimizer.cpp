@@ -104,6 +104,14 @@ void Optimizer::check_fusable_params(const char* who, const char* fallback) cons
   }
 }
 
+bool Optimizer::fusable(const std::vector<PendingUpdate>& updates) {
+  for (const PendingUpdate& u : updates) {
+    const Device device = u.param.device();
+    if (!(device.is_cpu() || device.is_cuda()) || !u.param.is_contiguous()) return false;
+  }
+  return true;
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (const Parameter& param : params_) {

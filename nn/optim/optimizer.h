@@ -100,10 +100,12 @@ class Optimizer {
   // cannot take: one off the CPU and CUDA devices, or not contiguous. `who` names the
   // fused optimizer, `fallback` the op-by-op one to use instead.
   void check_fusable_params(const char* who, const char* fallback) const;
+  // Whether a fused multi-tensor kernel can take every parameter of these updates.
+  static bool fusable(const std::vector<PendingUpdate>& updates);
 
   // Applies every pending update of one step() (after all grads were checked).
-  // The default calls update() on each in order; multi-tensor optimizers
-  // (FusedAdamW, FusedSGD) override it to update them all in one pass.
+  // The default calls update() on each in order; the multi-tensor optimizers
+  // (AdamW, SGD) override it to update them all in one pass.
   virtual void update_all(const std::vector<PendingUpdate>& updates);
 
  private:

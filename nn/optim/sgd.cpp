@@ -1,12 +1,59 @@
 #include "nn/optim/sgd.h"
 
 #include "base/error.h"
+#include "kernels/cpu/sgd.h"
+#include "nn/optim/fused_dispatch.h"
 #include "tensor/ops/elementwise.h"
+
+#ifdef DTR_WITH_CUDA
+#include "kernels/cuda/sgd.h"
+#endif
 
 #include <cmath>
 #include <utility>
 
 namespace dtr::nn::optim {
+
+namespace {
+
+// SGD's fused kernels, as detail::run_fused takes them.
+struct SGDKernels {
+  template <class T>
+  using Arrays = kernels::cpu::SGDTensor<T>;
+  kernels::cpu::SGDHyper hyper;
+
+  template <class T>
+  Arrays<T> describe(const Tensor& param, const Tensor& grad, const ParamState& state) const {
+    T* buffer = nullptr;
+    if (hyper.momentum != 0.0) {
+      const auto it = state.tensors.find("momentum_buffer");
+      DTR_CHECK(it != state.tensors.end(), "SGD: a parameter of shape {} has no momentum buffer",
+                shape_str(param.sizes()));
+      const Tensor& b = it->second;
+      DTR_CHECK(b.is_contiguous() && b.device() == param.device() && b.numel() == param.numel(),
+                "SGD: the momentum buffer of a parameter of shape {} is not a contiguous tensor of its size on {}",
+                shape_str(param.sizes()), param.device().str());
+      buffer = b.data<T>();
+    }
+    return {.param = param.data<T>(),
+            .grad = grad.data<T>(),
+            .momentum_buffer = buffer,
+            .numel = param.numel(),
+            .step = state.step};
+  }
+  template <class T>
+  void run_cpu(const Arrays<T>* arrays, size_t count) const {
+    kernels::cpu::sgd(arrays, count, hyper);
+  }
+#ifdef DTR_WITH_CUDA
+  template <class T>
+  void run_cuda(const Arrays<T>* arrays, size_t count, cudaStream_t stream) const {
+    kernels::cuda::sgd(arrays, count, hyper, stream);
+  }
+#endif
+};
+
+}  // namespace
 
 void check_sgd_options(const SGDOptions& options, const char* who) {
   DTR_CHECK(std::isfinite(options.momentum) && options.momentum >= 0.0,
@@ -24,9 +71,26 @@ std::vector<std::string> sgd_state_names(const SGDOptions& options) {
   return {"momentum_buffer"};
 }
 
-SGD::SGD(OptimizerParams params, const SGDOptions& options)
-    : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
-  check_sgd_options(options, "SGD");
+SGD::SGD(OptimizerParams params, const SGDOptions& options) : SGD(std::move(params), options, "SGD") {}
+
+SGD::SGD(OptimizerParams params, const SGDOptions& options, const char* who)
+    : Optimizer(std::move(params), options.lr, "SGD"), options_(options), who_(who) {
+  check_sgd_options(options, who);
+  if (options.fused == true) check_fusable_params(who, "SGD with .fused = false");
+}
+
+void SGD::update_all(const std::vector<PendingUpdate>& updates) {
+  if (options_.fused == false || (!options_.fused && !fusable(updates))) {
+    Optimizer::update_all(updates);  // op by op
+    return;
+  }
+  if (!fusable(updates)) check_fusable_params(who_, "SGD with .fused = false");
+  const kernels::cpu::SGDHyper hyper{.lr = lr(),
+                                     .momentum = options_.momentum,
+                                     .dampening = options_.dampening,
+                                     .weight_decay = options_.weight_decay,
+                                     .nesterov = options_.nesterov};
+  detail::run_fused(SGDKernels{hyper}, updates, who_);
 }
 
 std::vector<std::string> SGD::state_names() const { return sgd_state_names(options_); }

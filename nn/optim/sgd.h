@@ -5,9 +5,19 @@
 //   g = nesterov ? g + momentum * buf : buf        (when momentum != 0)
 //   p -= lr * g
 // State: "momentum_buffer" when momentum != 0, nothing otherwise.
+//
+// step() runs one fused multi-tensor kernel for all parameters (as PyTorch's
+// foreach/fused default): CPU parameters go to the multi-threaded CPU kernel
+// (kernels/cpu/sgd.h), CUDA parameters to the CUDA kernel (kernels/cuda/sgd.h), one
+// launch per device and dtype, on that device's current stream. It reads param,
+// grad and the buffer once and writes param and the buffer once, where the
+// op-by-op update makes up to five passes; the results are bitwise the same (no
+// FMA contraction). A non-contiguous grad is copied to a contiguous one first.
 #pragma once
 
 #include "nn/optim/optimizer.h"
+
+#include <optional>
 
 namespace dtr::nn::optim {
 
@@ -17,12 +27,17 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;  // needs momentum > 0 and dampening == 0
+  // Unset: the fused kernels whenever every parameter of the step allows it
+  // (contiguous, on the CPU or a CUDA device), else op by op. true: always fused
+  // (other parameters are refused, naming them). false: op by op, the reference
+  // the kernels are tested against.
+  std::optional<bool> fused;
 };
 
-// Checks the options as SGD and FusedSGD take them (`who` names the optimizer in the error).
+// Checks the options as SGD takes them (`who` names the optimizer in the error).
 void check_sgd_options(const SGDOptions& options, const char* who);
 
-// The per-parameter state SGD and FusedSGD keep: a momentum buffer when momentum != 0.
+// The per-parameter state SGD keeps: a momentum buffer when momentum != 0.
 std::vector<std::string> sgd_state_names(const SGDOptions& options);
 
 class SGD : public Optimizer {
@@ -31,11 +46,15 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
 
  protected:
+  // `who` names the optimizer in errors.
+  SGD(OptimizerParams params, const SGDOptions& options, const char* who);
   std::vector<std::string> state_names() const override;
   void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_all(const std::vector<PendingUpdate>& updates) override;
 
  private:
   SGDOptions options_;
+  const char* who_;
 };
 
 }  // namespace dtr::nn::optim

@@ -21,6 +21,7 @@
 #include "tensor/factory.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/random.h"
+#include "tests/support/op_by_op_optimizers.h"
 
 #include <catch2/catch.hpp>
 
@@ -33,6 +34,8 @@
 using namespace dtr;
 using namespace dtr::testing::gpu;
 using namespace dtr::nn::optim;
+using dtr::testing::optim::OpByOpAdamW;
+using dtr::testing::optim::OpByOpSGD;
 
 namespace {
 
@@ -148,7 +151,7 @@ void check_fused_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int
 }
 
 void check_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64_t gpu_offset, const AdamWOptions& options) {
-  check_fused_matches_cpu<AdamW, FusedAdamW>(sizes, dtype, gpu_offset, options);
+  check_fused_matches_cpu<OpByOpAdamW, FusedAdamW>(sizes, dtype, gpu_offset, options);
 }
 
 // FusedSGD's settings: plain, weight decay, momentum, dampening, Nesterov.
@@ -164,7 +167,7 @@ void check_sgd_matches_cpu(const std::vector<int64_t>& sizes, DType dtype, int64
   for (const SGDOptions& options : kSGDVariants) {
     INFO("momentum " << options.momentum << ", dampening " << options.dampening << ", weight_decay "
                      << options.weight_decay << (options.nesterov ? ", nesterov" : ""));
-    check_fused_matches_cpu<SGD, FusedSGD>(sizes, dtype, gpu_offset, options);
+    check_fused_matches_cpu<OpByOpSGD, FusedSGD>(sizes, dtype, gpu_offset, options);
   }
 }
 
@@ -316,7 +319,7 @@ TEST_CASE("CUDA FusedSGD equals the CPU bit for bit on misaligned parameters and
   std::vector<int64_t> sizes;
   for (int i = 0; i < 1500; ++i) sizes.push_back(1 + (i * 37) % 300);
   sizes.push_back(100003);
-  check_fused_matches_cpu<SGD, FusedSGD>(sizes, DType::f32, 0,
+  check_fused_matches_cpu<OpByOpSGD, FusedSGD>(sizes, DType::f32, 0,
                                          SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01});
 }
 

@@ -1,9 +1,9 @@
-// FusedSGD (nn/optim/fused_sgd.h) against the op-by-op SGD: bit-identical parameters
-// and momentum buffers over several steps, for every combination of momentum,
-// dampening, Nesterov and weight decay, with an lr change and a skipped parameter, on
-// f32 and f64 parameters of mixed sizes (empty, odd, larger than one thread's share);
-// identical results on 1 and 2 threads; state_dicts moving both ways between SGD and
-// FusedSGD; strided grads; input errors.
+// SGD's fused kernels (its default, and FusedSGD) against SGD op by op (.fused =
+// false): bit-identical parameters and momentum buffers over several steps, for
+// every combination of momentum, dampening, Nesterov and weight decay, with an lr
+// change and a skipped parameter, on f32 and f64 parameters of mixed sizes (empty,
+// odd, larger than one thread's share); identical results on 1 and 2 threads;
+// state_dicts moving both ways; strided grads; input errors.
 #include "base/error.h"
 #include "nn/optim/fused_sgd.h"
 #include "nn/optim/sgd.h"
@@ -38,17 +38,18 @@ std::string describe(const SGDOptions& o) {
 void check_matches_sgd(DType dtype) {
   for (const SGDOptions& options : kVariants) {
     INFO(describe(options));
-    check_fused_matches<SGD, FusedSGD>(dtype, options);
+    check_fused_matches<OpByOpSGD, SGD>(dtype, options);
+    check_fused_matches<OpByOpSGD, FusedSGD>(dtype, options);
   }
 }
 
 }  // namespace
 
-TEST_CASE("FusedSGD matches SGD bit for bit on f32 parameters for every momentum, Nesterov and decay setting") {
+TEST_CASE("SGD and FusedSGD match SGD op by op bit for bit on f32 parameters for every momentum, Nesterov and decay setting") {
   check_matches_sgd(DType::f32);
 }
 
-TEST_CASE("FusedSGD matches SGD bit for bit on f64 parameters") { check_matches_sgd(DType::f64); }
+TEST_CASE("SGD and FusedSGD match SGD op by op bit for bit on f64 parameters") { check_matches_sgd(DType::f64); }
 
 TEST_CASE("FusedSGD keeps a momentum buffer only with momentum, as SGD does") {
   std::vector<Tensor> a = make_params(DType::f32, 8);
@@ -68,13 +69,13 @@ TEST_CASE("FusedSGD gives identical results on 1 and 2 threads") {
       SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
 }
 
-TEST_CASE("FusedSGD and SGD state dicts load into each other and continue identically") {
-  check_state_dicts_interchange<SGD, FusedSGD>(
+TEST_CASE("fused and op-by-op SGD state dicts load into each other and continue identically") {
+  check_state_dicts_interchange<OpByOpSGD, SGD>(
       SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, "SGD");
 }
 
-TEST_CASE("FusedSGD copies a strided grad and matches SGD") {
-  check_strided_grad<SGD, FusedSGD>(SGDOptions{.lr = 0.05, .momentum = 0.9});
+TEST_CASE("SGD copies a strided grad and matches SGD op by op") {
+  check_strided_grad<OpByOpSGD, SGD>(SGDOptions{.lr = 0.05, .momentum = 0.9});
 }
 
 TEST_CASE("FusedSGD refuses non-contiguous parameters and bad options") {

@@ -1,4 +1,4 @@
-// Helpers of the fused-optimizer tests (test_fused_adamw.cpp, test_fused_sgd.cpp):
+// Helpers of the fused-optimizer tests (fused_adamw_test.cpp, fused_sgd_test.cpp):
 // parameter lists cloned from one another, identical gradients for both, and the
 // bit-for-bit comparison of two optimizers' parameters and states.
 #pragma once
@@ -7,6 +7,7 @@
 #include "nn/optim/optimizer.h"
 #include "tensor/factory.h"
 #include "tensor/random.h"
+#include "tests/support/op_by_op_optimizers.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 namespace dtr::testing::optim {
+
 
 using dtr::nn::optim::Optimizer;
 using dtr::nn::optim::ParamState;
