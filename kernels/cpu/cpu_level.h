@@ -1,8 +1,9 @@
 // The instruction-set level the CPU kernels run at, chosen once per process.
 //
-// The kernels of kernels/cpu/ (all but parallel and random) are compiled once per
-// level, each copy in a namespace of its own: baseline (x86-64, SSE2), avx2
-// (x86-64-v3: AVX2, FMA, BMI, F16C) and avx512 (x86-64-v4: AVX-512 F/BW/CD/DQ/VL).
+// The kernels of kernels/cpu/ (all but the thread pool, the denormal mode and
+// random init) are compiled once per level, each copy in a namespace of its own:
+// baseline (x86-64, SSE2), avx2 (x86-64-v3: AVX2, FMA, BMI, F16C) and avx512
+// (x86-64-v4: AVX-512 F/BW/CD/DQ/VL).
 // The public functions in dtr::kernels::cpu call the copy of the active level.
 // Each level's objects are linked into one relocatable object whose symbols are
 // all local except that level's kernels, so the inline and template code they

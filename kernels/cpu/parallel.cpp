@@ -1,5 +1,7 @@
 #include "kernels/cpu/parallel.h"
 
+#include "kernels/cpu/denormals.h"
+
 #define EIGEN_USE_THREADS
 #include <unsupported/Eigen/CXX11/ThreadPool>
 
@@ -86,6 +88,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   };
   for (int64_t c = 1; c < chunks; ++c) {
     pool->Schedule([&, c] {
+      apply_flush_denormal_mode();  // the worker computes as the caller's thread does
       run_chunk(c);
       barrier.Notify();
     });
