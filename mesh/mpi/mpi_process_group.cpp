@@ -100,6 +100,17 @@ WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, 
   const std::string description = describe(call);
   HostStaging staging;
   void* send = staging.input(in);
+  if (size() == 1) {
+    // One rank: the result is its own contribution (scaled for premul_sum; avg divides
+    // by 1), so one copy does it, without MPI's pass or a scratch buffer for the scaling.
+    void* recv = staging.output(out, /*in_place=*/false);
+    const double factor = op.kind == ReduceOp::Kind::premul_sum ? op.factor : 1.0;
+    return launch(description, std::move(staging),
+                  [=, n = out.numel(), dtype = out.dtype(), nbytes = out.nbytes()](std::vector<MPI_Request>&) {
+                    std::memcpy(recv, send, nbytes);
+                    if (factor != 1.0) scale_in_place(recv, n, dtype, factor);
+                  });
+  }
   if (op.kind == ReduceOp::Kind::premul_sum) {
     // Scale a copy: the caller's input must not change.
     void* scaled = staging.scratch(in.nbytes());
