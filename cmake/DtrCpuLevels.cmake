@@ -20,6 +20,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
 endif()
 set(DTR_CPU_LEVEL_FLAGS_avx2 -march=x86-64-v3)
 set(DTR_CPU_LEVEL_FLAGS_avx512 -march=x86-64-v4)
+# GNU ld and objcopy (binutils >= 2.30 for --force-group-allocation), also under clang,
+# whose CMAKE_LINKER may be an lld without that option.
+find_program(DTR_GNU_LD NAMES ld.bfd ld REQUIRED)
+find_program(DTR_GNU_OBJCOPY NAMES objcopy REQUIRED)
 
 function(dtr_add_cpu_levels prefix)
   cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
@@ -46,8 +50,8 @@ function(dtr_add_cpu_levels prefix)
     set(merged ${CMAKE_CURRENT_BINARY_DIR}/${target}.o)
     add_custom_command(
       OUTPUT ${merged}
-      COMMAND ${CMAKE_LINKER} -r --force-group-allocation -o ${merged}.all $<TARGET_OBJECTS:${target}>
-      COMMAND ${CMAKE_OBJCOPY} --wildcard --keep-global-symbol=_ZN3dtr7kernels3cpu${length}${level}*
+      COMMAND ${DTR_GNU_LD} -r --force-group-allocation -o ${merged}.all $<TARGET_OBJECTS:${target}>
+      COMMAND ${DTR_GNU_OBJCOPY} --wildcard --keep-global-symbol=_ZN3dtr7kernels3cpu${length}${level}*
               ${merged}.all ${merged}
       DEPENDS ${target} $<TARGET_OBJECTS:${target}>
       COMMAND_EXPAND_LISTS
