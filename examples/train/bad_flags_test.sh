@@ -52,6 +52,25 @@ for np in 1 2; do
 done
 expect 2 --global-batch --global-batch 3
 
+# A DTR_CPU_CAPABILITY that names no level: exit 2 and one line per rank (each rank
+# checks its own CPU, as nodes may differ).
+for np in 1 2; do
+  if [[ $np == 1 ]]; then
+    out=$(DTR_CPU_CAPABILITY=sse9 "$train" --steps 1 2>&1)
+  else
+    out=$(DTR_CPU_CAPABILITY=sse9 "$mpiexec" "${mpirun_flags[@]}" -np "$np" "$train" --steps 1 2>&1)
+  fi
+  rc=$?
+  lines=$(grep -c "DTR_CPU_CAPABILITY='sse9': expected one of baseline, avx2, avx512" <<<"$out")
+  if [[ $rc -ne 2 || $lines -ne $np ]]; then
+    echo "FAIL (np $np): DTR_CPU_CAPABILITY=sse9 -> exit $rc, expected 2 and $np lines; output:"
+    echo "$out"
+    failures=$((failures + 1))
+  else
+    echo "ok (np $np, exit $rc): DTR_CPU_CAPABILITY=sse9 refused"
+  fi
+done
+
 # Captured first: grep -q stops reading at its match, and a help text longer than one
 # pipe write would then end dtr-train with SIGPIPE, which pipefail reports.
 help_text=$("$train" --help)

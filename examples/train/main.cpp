@@ -5,6 +5,7 @@
 #include "stop_signal.h"
 #include "trainer.h"
 
+#include "kernels/cpu/cpu_level.h"
 #include "mesh/distributed.h"
 
 #include <cstdio>
@@ -17,6 +18,18 @@ int main(int argc, char** argv) {
   const int rank = dtr::distributed::rank();
   dtr::train::CliResult cli = dtr::train::parse_cli(argc, argv, dtr::distributed::world_size());
   int code = cli.exit_code;
+  if (cli.config) {
+    // A DTR_CPU_CAPABILITY that names no level, or one this node's CPU cannot run, is an
+    // input error like a bad flag. Nodes may differ, so each rank checks and speaks for
+    // itself (a rank that exits makes mpirun end the job).
+    try {
+      dtr::kernels::cpu::active_cpu_level();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtr-train (rank %d): %s\n", rank, e.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+  }
   if (!cli.config) {
     // Every rank parsed the same argv and agrees; rank 0 speaks.
     if (rank == 0) std::fprintf(code == 0 ? stdout : stderr, "%s\n", cli.message.c_str());

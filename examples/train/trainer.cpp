@@ -164,7 +164,6 @@ Setup local_setup(TrainConfig& c, int rank) {
     throw std::runtime_error("--device cuda: this build of dtr has no CUDA (configure with -DDTR_CUDA=ON)");
 #endif
   }
-  kernels::cpu::active_cpu_level();  // a DTR_CPU_CAPABILITY this CPU cannot run is an input error
   s.seq = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   c.seq_len = s.seq;
   s.model.max_seq_len = s.seq;
