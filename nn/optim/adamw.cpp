@@ -67,11 +67,10 @@ AdamW::AdamW(OptimizerParams params, const AdamWOptions& options, const char* wh
 }
 
 void AdamW::update_all(const std::vector<PendingUpdate>& updates) {
-  if (options_.fused == false || (!options_.fused && !fusable(updates))) {
+  if (!use_fused(options_.fused, updates, who_, "AdamW with .fused = false")) {
     Adam::update_all(updates);  // op by op
     return;
   }
-  if (!fusable(updates)) check_fusable_params(who_, "AdamW with .fused = false");
   const kernels::cpu::AdamWHyper hyper{.lr = lr(),
                                        .beta1 = options_.beta1,
                                        .beta2 = options_.beta2,

@@ -104,10 +104,14 @@ void Optimizer::check_fusable_params(const char* who, const char* fallback) cons
   }
 }
 
-bool Optimizer::fusable(const std::vector<PendingUpdate>& updates) {
+bool Optimizer::use_fused(std::optional<bool> fused, const std::vector<PendingUpdate>& updates, const char* who,
+                          const char* fallback) const {
+  if (fused == false) return false;
   for (const PendingUpdate& u : updates) {
     const Device device = u.param.device();
-    if (!(device.is_cpu() || device.is_cuda()) || !u.param.is_contiguous()) return false;
+    if ((device.is_cpu() || device.is_cuda()) && u.param.is_contiguous()) continue;
+    if (fused == true) check_fusable_params(who, fallback);  // throws, naming the parameter
+    return false;
   }
   return true;
 }

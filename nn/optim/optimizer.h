@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,12 @@ class Optimizer {
   // cannot take: one off the CPU and CUDA devices, or not contiguous. `who` names the
   // fused optimizer, `fallback` the op-by-op one to use instead.
   void check_fusable_params(const char* who, const char* fallback) const;
-  // Whether a fused multi-tensor kernel can take every parameter of these updates.
-  static bool fusable(const std::vector<PendingUpdate>& updates);
+  // Whether a step's updates go to a fused multi-tensor kernel, by an optimizer's
+  // `fused` option: unset, when the kernel can take every parameter (contiguous, on
+  // the CPU or a CUDA device); true, always (refusing a parameter it cannot take, as
+  // check_fusable_params does); false, never.
+  bool use_fused(std::optional<bool> fused, const std::vector<PendingUpdate>& updates, const char* who,
+                 const char* fallback) const;
 
   // Applies every pending update of one step() (after all grads were checked).
   // The default calls update() on each in order; the multi-tensor optimizers

@@ -80,11 +80,10 @@ SGD::SGD(OptimizerParams params, const SGDOptions& options, const char* who)
 }
 
 void SGD::update_all(const std::vector<PendingUpdate>& updates) {
-  if (options_.fused == false || (!options_.fused && !fusable(updates))) {
+  if (!use_fused(options_.fused, updates, who_, "SGD with .fused = false")) {
     Optimizer::update_all(updates);  // op by op
     return;
   }
-  if (!fusable(updates)) check_fusable_params(who_, "SGD with .fused = false");
   const kernels::cpu::SGDHyper hyper{.lr = lr(),
                                      .momentum = options_.momentum,
                                      .dampening = options_.dampening,
