@@ -133,6 +133,7 @@ void write_and_commit(const fs::path& tmp, const fs::path& dir, const Checkpoint
 }  // namespace
 
 void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& options) {
+  distributed::ensure_initialized("dtr::checkpoint::save");
   const int rank = distributed::rank();
   const fs::path tmp = staging_directory(dir);
   const std::string what = fmt::format("checkpoint save to {}", dir.string());
@@ -158,6 +159,7 @@ void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& 
 }
 
 LoadResult load(const fs::path& dir, CheckpointState& state) {
+  distributed::ensure_initialized("dtr::checkpoint::load");
   const std::string what = fmt::format("checkpoint load from {}", dir.string());
   Metadata metadata;
   ReadStats stats;

@@ -82,6 +82,7 @@ Tensor receive_local(const Tensor& full_on_rank0, const nn::Parameter& param) {
 }  // namespace
 
 nn::StateDict get_model_state_dict(nn::Module& model, const StateDictOptions& options) {
+  distributed::ensure_initialized("dtr::checkpoint::get_model_state_dict");
   autograd::NoGradGuard no_grad;
   nn::StateDict out;
   const bool keep = !(options.full_state_dict && options.rank0_only) || is_rank0();
@@ -101,6 +102,7 @@ nn::StateDict get_model_state_dict(nn::Module& model, const StateDictOptions& op
 }
 
 void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const StateDictOptions& options) {
+  distributed::ensure_initialized("dtr::checkpoint::set_model_state_dict");
   autograd::NoGradGuard no_grad;
   fsdp::reshard_all(model);
   auto slots = model.named_parameters();  // and the buffers, as plain parameters
@@ -167,6 +169,7 @@ void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const S
 
 OptimizerStateDict get_optimizer_state_dict(nn::Module& model, const nn::optim::Optimizer& optimizer,
                                             const StateDictOptions& options) {
+  distributed::ensure_initialized("dtr::checkpoint::get_optimizer_state_dict");
   autograd::NoGradGuard no_grad;
   auto params = optimizer_params_in(optimizer, model, "get_optimizer_state_dict");
   const bool keep = !(options.full_state_dict && options.rank0_only) || is_rank0();
@@ -195,6 +198,7 @@ OptimizerStateDict get_optimizer_state_dict(nn::Module& model, const nn::optim::
 
 void set_optimizer_state_dict(nn::Module& model, nn::optim::Optimizer& optimizer, const OptimizerStateDict& state,
                               const StateDictOptions& options) {
+  distributed::ensure_initialized("dtr::checkpoint::set_optimizer_state_dict");
   autograd::NoGradGuard no_grad;
   DTR_CHECK(options.full_state_dict,
             "set_optimizer_state_dict: expected full_state_dict (entries are full tensors keyed by fqn)");

@@ -226,6 +226,7 @@ std::vector<ModelTensor> tensors_of(nn::Module& model) {
 }  // namespace
 
 void save_safetensors(nn::Module& model, const fs::path& path, const std::map<std::string, std::string>& metadata) {
+  distributed::ensure_initialized("dtr::checkpoint::save_safetensors");
   autograd::NoGradGuard no_grad;
   const bool writer_rank = distributed::rank() == 0;
   const fs::path tmp = fs::path(path.string() + ".tmp");
@@ -264,6 +265,7 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
 }
 
 void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
+  distributed::ensure_initialized("dtr::checkpoint::load_safetensors");
   autograd::NoGradGuard no_grad;
   const auto slots = tensors_of(model);
   std::string error;

@@ -168,6 +168,7 @@ void UnshardHandle::wait() {
 }
 
 FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
+  distributed::ensure_initialized("dtr::fsdp::fully_shard");
   const std::string what = module.type_name();
   check_can_shard(module, what);
   const std::vector<FoundParam> found = collect_parameters(module, what);

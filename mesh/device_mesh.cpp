@@ -87,6 +87,7 @@ void check_same_on_all_ranks(DeviceType type, const std::vector<int64_t>& shape,
 }  // namespace
 
 DeviceMesh init_device_mesh(DeviceType device_type, std::vector<int64_t> shape, std::vector<std::string> dim_names) {
+  distributed::ensure_initialized("dtr::mesh::init_device_mesh");
   check_same_on_all_ranks(device_type, shape, dim_names);
   auto world = distributed::world_group(device_type);
   const int rank = distributed::rank();

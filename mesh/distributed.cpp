@@ -41,8 +41,13 @@ struct State {
 std::mutex g_mutex;
 State g_state;
 
-void check_initialized(const char* what) {
-  DTR_CHECK(g_state.initialized, "dtr::distributed::{}: call dtr::distributed::init() first", what);
+// The world size that a launcher (Open MPI's mpirun, MPICH's Hydra) gave this
+// process in its environment; 0 when no launcher started it.
+int launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
 }
 
 // DTR_CUDA_BACKEND: "nccl", "mpi", or unset / "auto" (NCCL where every rank of
@@ -83,19 +88,21 @@ mesh::ProcessGroupPtr make_world_cuda() {
   return g_state.world_mpi;
 }
 
-}  // namespace
-
-void init(const InitOptions& options) {
-  std::lock_guard lock(g_mutex);
+// init() with g_mutex held; `api` is the function the user called.
+void init_locked(const InitOptions& options, std::string_view api) {
   if (g_state.initialized) return;
   State state;
   int already = 0;
   MPI_Initialized(&already);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  DTR_CHECK(!finalized, "{}: MPI was finalized in this process (dtr::distributed::finalize()), and it cannot start again",
+            api);
   if (already) {
     MPI_Query_thread(&state.thread_level);
   } else {
     int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &state.thread_level);
-    DTR_CHECK(code == MPI_SUCCESS, "dtr::distributed::init: MPI_Init_thread failed with code {}", code);
+    DTR_CHECK(code == MPI_SUCCESS, "{}: MPI_Init_thread failed with code {}", api, code);
     state.owns_mpi = true;
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &state.rank);
@@ -126,6 +133,41 @@ void init(const InitOptions& options) {
                 g_state.world_size, g_state.local_rank, g_state.local_world_size, g_state.thread_level);
 }
 
+void finalize_at_exit() {
+  try {
+    finalize();
+  } catch (const std::exception& error) {
+    DTR_LOG_WARN("distributed finalize at exit: {}", error.what());
+  }
+}
+
+// The world for `api`, with g_mutex held: a world of one when nothing started it.
+void ensure_initialized_locked(std::string_view api) {
+  if (g_state.initialized) return;
+  const int launched = launcher_world_size();
+  DTR_CHECK(launched <= 1,
+            "{}: this process is one of {} that a launcher (mpirun) started, but dtr::distributed::init() has not "
+            "been called: call it on every rank first, since the ranks form the world together",
+            api, launched);
+  init_locked({}, api);
+  // After init, so that this runs before the statics init() created are destroyed.
+  static const bool finalize_registered = std::atexit(finalize_at_exit) == 0;
+  DTR_CHECK(finalize_registered, "{}: could not register dtr::distributed::finalize() to run at exit", api);
+  DTR_LOG_DEBUG("{}: no dtr::distributed::init() was called; running as a world of one", api);
+}
+
+}  // namespace
+
+void init(const InitOptions& options) {
+  std::lock_guard lock(g_mutex);
+  init_locked(options, "dtr::distributed::init");
+}
+
+void ensure_initialized(std::string_view api) {
+  std::lock_guard lock(g_mutex);
+  ensure_initialized_locked(api);
+}
+
 void finalize() {
   std::lock_guard lock(g_mutex);
   if (!g_state.initialized) return;
@@ -154,31 +196,31 @@ bool is_initialized() {
 
 int rank() {
   std::lock_guard lock(g_mutex);
-  check_initialized("rank");
+  ensure_initialized_locked("dtr::distributed::rank");
   return g_state.rank;
 }
 
 int world_size() {
   std::lock_guard lock(g_mutex);
-  check_initialized("world_size");
+  ensure_initialized_locked("dtr::distributed::world_size");
   return g_state.world_size;
 }
 
 int local_rank() {
   std::lock_guard lock(g_mutex);
-  check_initialized("local_rank");
+  ensure_initialized_locked("dtr::distributed::local_rank");
   return g_state.local_rank;
 }
 
 int local_world_size() {
   std::lock_guard lock(g_mutex);
-  check_initialized("local_world_size");
+  ensure_initialized_locked("dtr::distributed::local_world_size");
   return g_state.local_world_size;
 }
 
 mesh::ProcessGroupPtr world_group(DeviceType device_type) {
   std::lock_guard lock(g_mutex);
-  check_initialized("world_group");
+  ensure_initialized_locked("dtr::distributed::world_group");
   switch (device_type) {
     case DeviceType::cpu: return g_state.world_mpi;
     case DeviceType::cuda:

@@ -10,12 +10,20 @@
 // the CUDA device local_rank % device_count when GPUs exist, and creates the world
 // ProcessGroup. Without a launcher it runs as world size 1 (MPI singleton).
 // finalize() is idempotent; it waits for nothing: finish outstanding Work first.
+//
+// A program of one process needs no init(): the first API that needs the world
+// (rank(), world_group(), fully_shard, checkpoints, safetensors, ...) initialises a
+// world of one itself, and finalize() then runs at exit. Under a launcher that
+// started several processes, the same call is an error naming the API: every
+// rank has to call init() first, since the world forms collectively.
 // init() also gives the step profiler (tensor/profiler.h) the rank, and
 // finalize() stops it when it runs (DTR_PROFILE), writing this rank's trace.
 #pragma once
 
 #include "mesh/process_group.h"
 #include "tensor/device.h"
+
+#include <string_view>
 
 namespace dtr::distributed {
 
@@ -27,6 +35,11 @@ struct InitOptions {
 void init(const InitOptions& options = {});
 void finalize();
 bool is_initialized();
+
+// Makes sure the world exists for `api` (the public function the user called,
+// named in any error): initialises a world of one when no init() ran and no
+// launcher started several processes. Entry points of the layers above call it.
+void ensure_initialized(std::string_view api);
 
 int rank();
 int world_size();
