@@ -124,7 +124,7 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--min-lr", c.min_lr, "final learning rate of the cosine schedule (<0: lr/10)");
   app.add_option("--warmup", c.warmup, "linear warmup steps (<0: 5% of --steps)");
   app.add_option("--schedule", c.schedule, "cosine | constant (after warmup)");
-  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay");
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay, on matrices (linear and embedding weights); biases and norm weights get none");
   app.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm to this (0: off)");
   app.add_option("--on-nonfinite", c.on_nonfinite,
                  "stop | skip: a step whose loss or gradient norm is NaN or infinite ends the run (exit 1, the "

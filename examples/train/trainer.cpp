@@ -19,6 +19,7 @@
 #include "nn/activation_checkpoint.h"
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/fused_adamw.h"
+#include "nn/optim/weight_decay_groups.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/transformer.h"
 #include "tensor/allocator.h"
@@ -283,7 +284,9 @@ int run_training(TrainConfig c) {
   if (rank == 0) DTR_LOG_INFO("model summary (shards of rank 0):\n{}", fsdp::summarize(*model).to_string());
 
   const std::vector<nn::Parameter> params = model->parameters();
-  nn::optim::FusedAdamW opt(params, {.lr = c.lr, .weight_decay = c.weight_decay});
+  // Weight decay on matrices only (weight_decay_groups), as GPT-2 and Llama train.
+  nn::optim::FusedAdamW opt(nn::optim::weight_decay_groups(params, c.weight_decay),
+                            {.lr = c.lr, .weight_decay = c.weight_decay});
   const nn::optim::LrSchedule schedule =
       c.schedule == "cosine"
           ? nn::optim::warmup_cosine({.peak_lr = c.lr, .min_lr = c.min_lr, .warmup_steps = c.warmup, .total_steps = c.steps})

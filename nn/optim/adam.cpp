@@ -9,26 +9,37 @@
 namespace dtr::nn::optim {
 
 Adam::Adam(OptimizerParams params, const AdamOptions& options)
-    : Adam(std::move(params), options, "Adam", false) {}
+    : Adam({ParamGroup{std::move(params)}}, options, "Adam", false) {}
 
-Adam::Adam(OptimizerParams params, const AdamOptions& options, std::string kind,
-           bool decoupled)
-    : Optimizer(std::move(params), options.lr, kind), options_(options), decoupled_(decoupled) {
-  DTR_CHECK(options.beta1 >= 0.0 && options.beta1 < 1.0, "{}: beta1 must be in [0, 1), got {}",
-            kind, options.beta1);
-  DTR_CHECK(options.beta2 >= 0.0 && options.beta2 < 1.0, "{}: beta2 must be in [0, 1), got {}",
-            kind, options.beta2);
-  DTR_CHECK(std::isfinite(options.eps) && options.eps >= 0.0,
-            "{}: eps must be finite and >= 0, got {}", kind, options.eps);
-  DTR_CHECK(std::isfinite(options.weight_decay) && options.weight_decay >= 0.0,
-            "{}: weight_decay must be finite and >= 0, got {}", kind, options.weight_decay);
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options)
+    : Adam(std::move(groups), options, "Adam", false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options, std::string kind, bool decoupled)
+    : Optimizer(std::move(groups), options.lr, kind), options_(options), decoupled_(decoupled) {
+  refuse_unknown_group_options({"lr", "weight_decay", "beta1", "beta2", "eps"});
+  for (size_t g = 0; g < num_groups(); ++g) {
+    const GroupOptions& own = group_options(g);
+    AdamOptions o = options;
+    o.lr = own.lr.value_or(o.lr);
+    o.weight_decay = own.weight_decay.value_or(o.weight_decay);
+    o.beta1 = own.beta1.value_or(o.beta1);
+    o.beta2 = own.beta2.value_or(o.beta2);
+    o.eps = own.eps.value_or(o.eps);
+    const std::string who = group_name(g);
+    DTR_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0, "{}: beta1 must be in [0, 1), got {}", who, o.beta1);
+    DTR_CHECK(o.beta2 >= 0.0 && o.beta2 < 1.0, "{}: beta2 must be in [0, 1), got {}", who, o.beta2);
+    DTR_CHECK(std::isfinite(o.eps) && o.eps >= 0.0, "{}: eps must be finite and >= 0, got {}", who, o.eps);
+    DTR_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0.0,
+              "{}: weight_decay must be finite and >= 0, got {}", who, o.weight_decay);
+    group_options_.push_back(o);
+  }
 }
 
-std::vector<std::string> Adam::state_names() const { return {"exp_avg", "exp_avg_sq"}; }
+std::vector<std::string> Adam::state_names(size_t) const { return {"exp_avg", "exp_avg_sq"}; }
 
-void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state) {
-  const double lr = this->lr();
-  const AdamOptions& o = options_;
+void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, size_t group) {
+  const double lr = group_lr(group);
+  const AdamOptions& o = group_options_[group];
   Tensor g = grad;
   if (o.weight_decay != 0.0) {
     if (decoupled_) {

@@ -10,6 +10,9 @@
 
 #include "nn/optim/optimizer.h"
 
+#include <string>
+#include <vector>
+
 namespace dtr::nn::optim {
 
 struct AdamOptions {
@@ -23,17 +26,23 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(OptimizerParams params, const AdamOptions& options);
+  // Parameter groups (optimizer.h): a group's options override `options`.
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options);
   const AdamOptions& options() const { return options_; }
+  // The options group `group` runs with: options() with what the group sets
+  // (lr as constructed; group_lr() is the one in use).
+  const AdamOptions& options_of(size_t group) const { return group_options_.at(group); }
 
  protected:
   // For AdamW: `decoupled` applies weight decay as p *= 1 - lr * weight_decay.
-  Adam(OptimizerParams params, const AdamOptions& options, std::string kind, bool decoupled);
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options, std::string kind, bool decoupled);
 
-  std::vector<std::string> state_names() const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+  std::vector<std::string> state_names(size_t group) const override;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, size_t group) override;
 
  private:
   AdamOptions options_;
+  std::vector<AdamOptions> group_options_;
   bool decoupled_;
 };
 

@@ -59,10 +59,13 @@ AdamOptions adam_options(const AdamWOptions& options) {
 }  // namespace
 
 AdamW::AdamW(OptimizerParams params, const AdamWOptions& options)
-    : AdamW(std::move(params), options, "AdamW") {}
+    : AdamW({ParamGroup{std::move(params)}}, options, "AdamW") {}
 
-AdamW::AdamW(OptimizerParams params, const AdamWOptions& options, const char* who)
-    : Adam(std::move(params), adam_options(options), "AdamW", true), options_(options), who_(who) {
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
+    : AdamW(std::move(groups), options, "AdamW") {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options, const char* who)
+    : Adam(std::move(groups), adam_options(options), "AdamW", true), options_(options), who_(who) {
   if (options.fused == true) check_fusable_params(who, "AdamW with .fused = false");
 }
 
@@ -71,12 +74,13 @@ void AdamW::update_all(const std::vector<PendingUpdate>& updates) {
     Adam::update_all(updates);  // op by op
     return;
   }
-  const kernels::cpu::AdamWHyper hyper{.lr = lr(),
-                                       .beta1 = options_.beta1,
-                                       .beta2 = options_.beta2,
-                                       .eps = options_.eps,
-                                       .weight_decay = options_.weight_decay};
-  detail::run_fused(AdamWKernels{hyper}, updates, who_);
+  for (const std::vector<PendingUpdate>& group : by_group(updates)) {
+    const size_t g = group.front().group;
+    const AdamOptions& o = options_of(g);
+    const kernels::cpu::AdamWHyper hyper{
+        .lr = group_lr(g), .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay};
+    detail::run_fused(AdamWKernels{hyper}, group, who_);
+  }
 }
 
 }  // namespace dtr::nn::optim

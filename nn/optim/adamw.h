@@ -36,11 +36,14 @@ struct AdamWOptions {
 class AdamW : public Adam {
  public:
   AdamW(OptimizerParams params, const AdamWOptions& options);
+  // Parameter groups (optimizer.h): a group's options override `options`; the
+  // fused kernel runs once per group.
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
   const AdamWOptions& options() const { return options_; }
 
  protected:
   // `who` names the optimizer in errors.
-  AdamW(OptimizerParams params, const AdamWOptions& options, const char* who);
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options, const char* who);
   void update_all(const std::vector<PendingUpdate>& updates) override;
 
  private:

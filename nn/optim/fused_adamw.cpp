@@ -12,6 +12,9 @@ AdamWOptions fused(AdamWOptions options) {
 }  // namespace
 
 FusedAdamW::FusedAdamW(OptimizerParams params, AdamWOptions options)
-    : AdamW(std::move(params), fused(std::move(options)), "FusedAdamW") {}
+    : AdamW({ParamGroup{std::move(params)}}, fused(std::move(options)), "FusedAdamW") {}
+
+FusedAdamW::FusedAdamW(std::vector<ParamGroup> groups, AdamWOptions options)
+    : AdamW(std::move(groups), fused(std::move(options)), "FusedAdamW") {}
 
 }  // namespace dtr::nn::optim

@@ -16,6 +16,7 @@ namespace dtr::nn::optim {
 class FusedAdamW : public AdamW {
  public:
   FusedAdamW(OptimizerParams params, AdamWOptions options);
+  FusedAdamW(std::vector<ParamGroup> groups, AdamWOptions options);
 };
 
 }  // namespace dtr::nn::optim

@@ -12,6 +12,9 @@ SGDOptions fused(SGDOptions options) {
 }  // namespace
 
 FusedSGD::FusedSGD(OptimizerParams params, SGDOptions options)
-    : SGD(std::move(params), fused(std::move(options)), "FusedSGD") {}
+    : SGD({ParamGroup{std::move(params)}}, fused(std::move(options)), "FusedSGD") {}
+
+FusedSGD::FusedSGD(std::vector<ParamGroup> groups, SGDOptions options)
+    : SGD(std::move(groups), fused(std::move(options)), "FusedSGD") {}
 
 }  // namespace dtr::nn::optim

@@ -16,6 +16,7 @@ namespace dtr::nn::optim {
 class FusedSGD : public SGD {
  public:
   FusedSGD(OptimizerParams params, SGDOptions options);
+  FusedSGD(std::vector<ParamGroup> groups, SGDOptions options);
 };
 
 }  // namespace dtr::nn::optim

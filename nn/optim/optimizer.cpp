@@ -6,7 +6,9 @@
 #include "tensor/memory_stats.h"
 #include "tensor/profiler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <utility>
 
 namespace dtr::nn::optim {
@@ -24,10 +26,26 @@ Tensor new_state_like(const Tensor& param) {
 
 }  // namespace
 
-Optimizer::Optimizer(OptimizerParams params, double lr, std::string kind)
-    : params_(std::move(params.params)), lr_(lr), kind_(std::move(kind)) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, std::string kind)
+    : lr_(lr), initial_lr_(lr), kind_(std::move(kind)) {
   check_lr(kind_, lr_);
-  DTR_CHECK(!params_.empty(), "{}: got an empty parameter list", kind_);
+  DTR_CHECK(!groups.empty(), "{}: got no parameter groups", kind_);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Group group{.begin = params_.size(), .end = 0, .initial_lr = lr, .options = groups[g].options};
+    const std::string name = groups.size() == 1 ? kind_ : fmt::format("{} param group {}", kind_, g);  // group_name()
+    DTR_CHECK(!groups[g].params.params.empty(), "{}: got an empty parameter list", name);
+    if (group.options.lr) {
+      check_lr(name, *group.options.lr);
+      DTR_CHECK(lr != 0.0 || *group.options.lr == 0.0,
+                "{}: sets lr {} while the optimizer's lr is 0; a group's lr keeps its ratio to the optimizer's "
+                "(which schedules set), so give the optimizer a nonzero lr",
+                name, *group.options.lr);
+      group.initial_lr = *group.options.lr;
+    }
+    for (Parameter& param : groups[g].params.params) params_.push_back(std::move(param));
+    group.end = params_.size();
+    groups_.push_back(std::move(group));
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     DTR_CHECK(params_[i].defined() && params_[i].data().defined(), "{}: parameter {} is an undefined tensor", kind_, i);
     const Tensor& p = params_[i].data();
@@ -42,7 +60,8 @@ Optimizer::Optimizer(OptimizerParams params, double lr, std::string kind)
     DTR_CHECK(!p.device().is_meta(), "{}: parameter {} is on the meta device (it has no data)",
               kind_, i);
     for (size_t j = 0; j < i; ++j) {
-      DTR_CHECK(!params_[j].data().is_same(p), "{}: parameter {} appears twice (also at {})", kind_, i, j);
+      DTR_CHECK(!params_[j].data().is_same(p), "{}: parameter {} appears twice (also at {}){}", kind_, i, j,
+                group_of(i) != group_of(j) ? fmt::format(", in groups {} and {}", group_of(j), group_of(i)) : "");
     }
   }
   state_.resize(params_.size());
@@ -51,6 +70,45 @@ Optimizer::Optimizer(OptimizerParams params, double lr, std::string kind)
 void Optimizer::set_lr(double lr) {
   check_lr(kind_, lr);
   lr_ = lr;
+}
+
+double Optimizer::group_lr(size_t group) const {
+  DTR_CHECK(group < groups_.size(), "{}: group {} out of range for {} groups", kind_, group, groups_.size());
+  const Group& g = groups_[group];
+  if (lr_ == initial_lr_) return g.initial_lr;  // exactly as constructed
+  return g.initial_lr * (lr_ / initial_lr_);
+}
+
+size_t Optimizer::group_of(size_t index) const {
+  DTR_CHECK(index < params_.size(), "{}: parameter index {} out of range for {} parameters", kind_, index,
+            params_.size());
+  size_t g = 0;
+  while (index >= groups_[g].end) ++g;  // the last group ends at params_.size()
+  return g;
+}
+
+const GroupOptions& Optimizer::group_options(size_t group) const {
+  DTR_INTERNAL_ASSERT(group < groups_.size());
+  return groups_[group].options;
+}
+
+std::string Optimizer::group_name(size_t group) const {
+  return groups_.size() == 1 ? kind_ : fmt::format("{} param group {}", kind_, group);
+}
+
+void Optimizer::refuse_unknown_group_options(std::initializer_list<const char*> known) const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const GroupOptions& o = groups_[g].options;
+    const std::pair<const char*, const std::optional<double>*> fields[] = {
+        {"lr", &o.lr},     {"weight_decay", &o.weight_decay}, {"beta1", &o.beta1},        {"beta2", &o.beta2},
+        {"eps", &o.eps}, {"momentum", &o.momentum},         {"dampening", &o.dampening}};
+    for (const auto& [field, value] : fields) {
+      if (!value->has_value()) continue;
+      const bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return std::string_view(k) == field; });
+      DTR_CHECK(ok, "{}: sets {}, which {} does not have (it takes {})", group_name(g), field, kind_,
+                fmt::join(known, ", "));
+    }
+  }
 }
 
 const ParamState& Optimizer::state(size_t index) const {
@@ -71,23 +129,34 @@ void Optimizer::step() {
               shape_str(p.sizes()), p.dtype(), p.device().str(), shape_str(g.sizes()), g.dtype(),
               g.device().str());
   }
-  const std::vector<std::string> names = state_names();
   std::vector<PendingUpdate> updates;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i].data();
-    if (!p.grad().defined()) continue;
-    ParamState& st = state_[i];
-    if (st.tensors.empty()) {
-      for (const std::string& name : names) st.tensors[name] = new_state_like(p);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::vector<std::string> names = state_names(g);
+    for (size_t i = groups_[g].begin; i < groups_[g].end; ++i) {
+      const Tensor& p = params_[i].data();
+      if (!p.grad().defined()) continue;
+      ParamState& st = state_[i];
+      if (st.tensors.empty()) {
+        for (const std::string& name : names) st.tensors[name] = new_state_like(p);
+      }
+      ++st.step;
+      updates.push_back({.param = p, .grad = p.grad(), .state = &st, .group = g});
     }
-    ++st.step;
-    updates.push_back({.param = p, .grad = p.grad(), .state = &st});
   }
   update_all(updates);
 }
 
 void Optimizer::update_all(const std::vector<PendingUpdate>& updates) {
-  for (const PendingUpdate& u : updates) update(u.param, u.grad, *u.state);
+  for (const PendingUpdate& u : updates) update(u.param, u.grad, *u.state, u.group);
+}
+
+std::vector<std::vector<Optimizer::PendingUpdate>> Optimizer::by_group(const std::vector<PendingUpdate>& updates) {
+  std::vector<std::vector<PendingUpdate>> out;
+  for (const PendingUpdate& u : updates) {
+    if (out.empty() || out.back().front().group != u.group) out.emplace_back();
+    out.back().push_back(u);
+  }
+  return out;
 }
 
 void Optimizer::check_fusable_params(const char* who, const char* fallback) const {
@@ -130,7 +199,11 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
-OptimizerState Optimizer::state_dict() const { return {.kind = kind_, .lr = lr_, .params = state_}; }
+OptimizerState Optimizer::state_dict() const {
+  std::vector<size_t> sizes;
+  for (const Group& g : groups_) sizes.push_back(g.end - g.begin);
+  return {.kind = kind_, .lr = lr_, .group_sizes = std::move(sizes), .params = state_};
+}
 
 void Optimizer::load_state_dict(const OptimizerState& state) {
   DTR_CHECK(state.kind == kind_, "{}: load_state_dict got the state of a {} optimizer", kind_,
@@ -139,9 +212,16 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
             "{}: load_state_dict got state for {} parameters, the optimizer has {}", kind_,
             state.params.size(), params_.size());
   check_lr(kind_, state.lr);
-  const std::vector<std::string> names = state_names();
+  if (!state.group_sizes.empty()) {
+    std::vector<size_t> sizes;
+    for (const Group& g : groups_) sizes.push_back(g.end - g.begin);
+    DTR_CHECK(state.group_sizes == sizes,
+              "{}: load_state_dict got param groups of [{}] parameters, the optimizer has [{}]", kind_,
+              fmt::join(state.group_sizes, ", "), fmt::join(sizes, ", "));
+  }
   // Check everything before changing anything.
   for (size_t i = 0; i < params_.size(); ++i) {
+    const std::vector<std::string> names = state_names(group_of(i));
     const Tensor& p = params_[i].data();
     const ParamState& src = state.params[i];
     DTR_CHECK(src.step >= 0, "{}: load_state_dict: parameter {} has a negative step {}", kind_, i,

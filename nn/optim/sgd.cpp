@@ -71,11 +71,23 @@ std::vector<std::string> sgd_state_names(const SGDOptions& options) {
   return {"momentum_buffer"};
 }
 
-SGD::SGD(OptimizerParams params, const SGDOptions& options) : SGD(std::move(params), options, "SGD") {}
+SGD::SGD(OptimizerParams params, const SGDOptions& options) : SGD({ParamGroup{std::move(params)}}, options, "SGD") {}
 
-SGD::SGD(OptimizerParams params, const SGDOptions& options, const char* who)
-    : Optimizer(std::move(params), options.lr, "SGD"), options_(options), who_(who) {
-  check_sgd_options(options, who);
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options) : SGD(std::move(groups), options, "SGD") {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options, const char* who)
+    : Optimizer(std::move(groups), options.lr, "SGD"), options_(options), who_(who) {
+  refuse_unknown_group_options({"lr", "weight_decay", "momentum", "dampening"});
+  for (size_t g = 0; g < num_groups(); ++g) {
+    const GroupOptions& own = group_options(g);
+    SGDOptions o = options;
+    o.lr = own.lr.value_or(o.lr);
+    o.weight_decay = own.weight_decay.value_or(o.weight_decay);
+    o.momentum = own.momentum.value_or(o.momentum);
+    o.dampening = own.dampening.value_or(o.dampening);
+    check_sgd_options(o, num_groups() == 1 ? who : group_name(g).c_str());
+    group_options_.push_back(o);
+  }
   if (options.fused == true) check_fusable_params(who, "SGD with .fused = false");
 }
 
@@ -84,30 +96,35 @@ void SGD::update_all(const std::vector<PendingUpdate>& updates) {
     Optimizer::update_all(updates);  // op by op
     return;
   }
-  const kernels::cpu::SGDHyper hyper{.lr = lr(),
-                                     .momentum = options_.momentum,
-                                     .dampening = options_.dampening,
-                                     .weight_decay = options_.weight_decay,
-                                     .nesterov = options_.nesterov};
-  detail::run_fused(SGDKernels{hyper}, updates, who_);
+  for (const std::vector<PendingUpdate>& group : by_group(updates)) {
+    const size_t g = group.front().group;
+    const SGDOptions& o = group_options_[g];
+    const kernels::cpu::SGDHyper hyper{.lr = group_lr(g),
+                                       .momentum = o.momentum,
+                                       .dampening = o.dampening,
+                                       .weight_decay = o.weight_decay,
+                                       .nesterov = o.nesterov};
+    detail::run_fused(SGDKernels{hyper}, group, who_);
+  }
 }
 
-std::vector<std::string> SGD::state_names() const { return sgd_state_names(options_); }
+std::vector<std::string> SGD::state_names(size_t group) const { return sgd_state_names(group_options_.at(group)); }
 
-void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state) {
+void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, size_t group) {
+  const SGDOptions& o = group_options_[group];
   Tensor g = grad;
-  if (options_.weight_decay != 0.0) g = add(g, param, options_.weight_decay);
-  if (options_.momentum != 0.0) {
+  if (o.weight_decay != 0.0) g = add(g, param, o.weight_decay);
+  if (o.momentum != 0.0) {
     Tensor& buf = state.tensors.at("momentum_buffer");
     if (state.step == 1) {
       buf.copy_(g);
     } else {
-      mul_(buf, options_.momentum);
-      add_(buf, g, 1.0 - options_.dampening);
+      mul_(buf, o.momentum);
+      add_(buf, g, 1.0 - o.dampening);
     }
-    g = options_.nesterov ? add(g, buf, options_.momentum) : buf;
+    g = o.nesterov ? add(g, buf, o.momentum) : buf;
   }
-  add_(param, g, -lr());
+  add_(param, g, -group_lr(group));
 }
 
 }  // namespace dtr::nn::optim

@@ -43,17 +43,24 @@ std::vector<std::string> sgd_state_names(const SGDOptions& options);
 class SGD : public Optimizer {
  public:
   SGD(OptimizerParams params, const SGDOptions& options);
+  // Parameter groups (optimizer.h): a group's options override `options`; the
+  // fused kernel runs once per group.
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
+  // The options group `group` runs with: options() with what the group sets
+  // (lr as constructed; group_lr() is the one in use).
+  const SGDOptions& options_of(size_t group) const { return group_options_.at(group); }
 
  protected:
   // `who` names the optimizer in errors.
-  SGD(OptimizerParams params, const SGDOptions& options, const char* who);
-  std::vector<std::string> state_names() const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options, const char* who);
+  std::vector<std::string> state_names(size_t group) const override;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, size_t group) override;
   void update_all(const std::vector<PendingUpdate>& updates) override;
 
  private:
   SGDOptions options_;
+  std::vector<SGDOptions> group_options_;
   const char* who_;
 };
 

@@ -1,11 +1,15 @@
 // SGD, Adam and AdamW (nn/optim/) against the PyTorch recurrences written as
 // plain double loops: three steps on small f32 and f64 parameters with fixed
 // gradients; zero_grad, skipped parameters, state_dict round trips, optimizer
-// state memory accounting and input errors.
+// state memory accounting and input errors; parameter groups, each against the
+// recurrence with its own hyperparameters.
 #include "base/error.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/lr_schedule.h"
 #include "nn/optim/sgd.h"
+#include "nn/optim/weight_decay_groups.h"
+#include "nn/linear.h"
 #include "tensor/allocator.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/factory.h"
@@ -287,7 +291,7 @@ TEST_CASE("Adam state is counted under optimizer_state as twice the parameter by
 }
 
 TEST_CASE("optimizers refuse bad parameters and hyperparameters with clear errors", "[optim]") {
-  CHECK_THROWS_WITH(SGD({}, {.lr = 0.1}), Catch::Contains("empty parameter list"));
+  CHECK_THROWS_WITH(SGD(std::vector<Tensor>{}, {.lr = 0.1}), Catch::Contains("empty parameter list"));
   CHECK_THROWS_WITH(SGD({ones({2})}, {.lr = 0.1}), Catch::Contains("does not require grad"));
   Tensor leaf = ones({2});
   leaf.requires_grad_();
@@ -307,4 +311,141 @@ TEST_CASE("optimizers refuse bad parameters and hyperparameters with clear error
   SGD ok({leaf}, {.lr = 0.1});
   CHECK_THROWS_AS(ok.set_lr(std::nan("")), Error);
   CHECK_THROWS_WITH(ok.state(1), Catch::Contains("out of range"));
+}
+
+namespace {
+
+// Runs `steps` steps of `opt` on the parameters `ps`, feeding each grad_at(t0 + t).
+void run_group_steps(Optimizer& opt, const std::vector<Tensor>& ps, int t0, int steps) {
+  for (int t = t0; t < t0 + steps; ++t) {
+    for (const Tensor& p : ps) set_grad(p, grad_at(t));
+    opt.step();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("AdamW param groups each follow the recurrence with their own hyperparameters", "[optim]") {
+  const AdamWOptions base = {.lr = 0.02, .beta1 = 0.85, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.3};
+  const AdamOptions as_adam = {.lr = 0.02, .beta1 = 0.85, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.3};
+  const AdamOptions own = {.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.0};
+  for (const bool fused : {true, false}) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      INFO("fused " << fused << ", dtype " << dtype_name(dtype));
+      Tensor a = make_param(kInit, dtype), b = make_param(kInit, dtype), c = make_param(kInit, dtype);
+      AdamWOptions options = base;
+      options.fused = fused;
+      AdamW opt({{{a}, {.lr = own.lr, .weight_decay = own.weight_decay, .beta1 = own.beta1, .beta2 = own.beta2,
+                        .eps = own.eps}},
+                 {{b, c}}},
+                options);
+      REQUIRE(opt.num_groups() == 2);
+      CHECK(opt.group_of(0) == 0);
+      CHECK(opt.group_of(2) == 1);
+      run_group_steps(opt, {a, b, c}, 0, 3);
+      check_close(values(a), adam_reference(own, true, 3));
+      check_close(values(b), adam_reference(as_adam, true, 3));
+      check_close(values(c), adam_reference(as_adam, true, 3));
+    }
+  }
+}
+
+TEST_CASE("SGD and Adam param groups follow their own recurrences and state", "[optim]") {
+  const SGDOptions plain = {.lr = 0.1, .weight_decay = 0.2};
+  const SGDOptions momentum = {.lr = 0.05, .momentum = 0.9, .dampening = 0.25, .weight_decay = 0.2};
+  for (const bool fused : {true, false}) {
+    INFO("fused " << fused);
+    Tensor a = make_param(kInit, DType::f32), b = make_param(kInit, DType::f32);
+    SGDOptions options = plain;
+    options.fused = fused;
+    SGD opt({{{a}}, {{b}, {.lr = momentum.lr, .momentum = momentum.momentum, .dampening = momentum.dampening}}},
+            options);
+    run_group_steps(opt, {a, b}, 0, 3);
+    check_close(values(a), sgd_reference(plain, 3));
+    check_close(values(b), sgd_reference(momentum, 3));
+    CHECK(opt.state(0).tensors.empty());  // no momentum in group 0: no buffer
+    CHECK(opt.state(1).tensors.size() == 1);
+  }
+  Tensor a = make_param(kInit, DType::f64), b = make_param(kInit, DType::f64);
+  const AdamOptions l2 = {.lr = 0.01, .weight_decay = 0.1};
+  Adam adam({{{a}}, {{b}, {.weight_decay = 0.0}}}, l2);
+  run_group_steps(adam, {a, b}, 0, 3);
+  check_close(values(a), adam_reference(l2, false, 3));
+  check_close(values(b), adam_reference({.lr = 0.01}, false, 3));
+}
+
+TEST_CASE("an lr schedule scales every param group by its lr ratio", "[optim]") {
+  Tensor a = make_param(kInit, DType::f32), b = make_param(kInit, DType::f32);
+  AdamW opt({{{a}}, {{b}, {.lr = 0.3}}}, {.lr = 0.1});
+  CHECK(opt.group_lr(0) == 0.1);
+  CHECK(opt.group_lr(1) == 0.3);  // exactly as given until the lr changes
+  apply_lr_schedule(opt, constant_lr(0.05), 0);
+  CHECK(opt.lr() == 0.05);
+  CHECK(opt.group_lr(0) == Approx(0.05).epsilon(1e-15));
+  CHECK(opt.group_lr(1) == Approx(0.15).epsilon(1e-15));
+  // The group's update uses its scaled lr: one step of b at lr 0.15 (the first
+  // Adam step moves each element by lr, less weight decay, up to eps).
+  set_grad(b, grad_at(0));
+  const Vec before = values(b);
+  opt.step();
+  const Vec after = values(b);
+  const Vec grad = grad_at(0);
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (std::abs(grad[i]) < 1e-3) continue;  // moves by about lr * |g| / eps instead
+    const double decayed = before[i] * (1.0 - 0.15 * 0.01);
+    CHECK(std::abs(decayed - after[i]) == Approx(0.15).epsilon(1e-5));
+  }
+  CHECK_THROWS_WITH(opt.group_lr(2), Catch::Contains("group 2 out of range for 2 groups"));
+}
+
+TEST_CASE("param group state round-trips and load refuses a different grouping", "[optim]") {
+  const AdamWOptions o = {.lr = 0.01, .weight_decay = 0.1};
+  auto make = [&](const Tensor& a, const Tensor& b) {
+    return std::make_unique<AdamW>(std::vector<ParamGroup>{{{a}, {.weight_decay = 0.0}}, {{b}, {.lr = 0.02}}}, o);
+  };
+  Tensor a1 = make_param(kInit, DType::f32), b1 = make_param(kInit, DType::f32);
+  auto opt1 = make(a1, b1);
+  run_group_steps(*opt1, {a1, b1}, 0, 2);
+  const OptimizerState saved = opt1->state_dict();
+  CHECK(saved.group_sizes == std::vector<size_t>{1, 1});
+
+  Tensor a2 = make_param(values(a1), DType::f32), b2 = make_param(values(b1), DType::f32);
+  auto opt2 = make(a2, b2);
+  opt2->load_state_dict(saved);
+  run_group_steps(*opt2, {a2, b2}, 2, 1);
+  check_close(values(a2), adam_reference({.lr = 0.01}, true, 3));
+  check_close(values(b2), adam_reference({.lr = 0.02, .weight_decay = 0.1}, true, 3));
+
+  Tensor a3 = make_param(kInit, DType::f32), b3 = make_param(kInit, DType::f32);
+  AdamW one_group({a3, b3}, o);
+  CHECK_THROWS_WITH(one_group.load_state_dict(saved),
+                    Catch::Contains("param groups of [1, 1] parameters, the optimizer has [2]"));
+}
+
+TEST_CASE("param groups refuse options their optimizer lacks, bad values and shared parameters", "[optim]") {
+  Tensor a = make_param(kInit, DType::f32), b = make_param(kInit, DType::f32);
+  CHECK_THROWS_WITH(SGD({{{a}}, {{b}, {.beta1 = 0.5}}}, {.lr = 0.1}),
+                    Catch::Contains("SGD param group 1: sets beta1, which SGD does not have"));
+  CHECK_THROWS_WITH(AdamW({{{a}, {.momentum = 0.9}}}, {}), Catch::Contains("sets momentum, which AdamW does not have"));
+  CHECK_THROWS_WITH(AdamW({{{a}}, {{b}, {.beta1 = 1.5}}}, {}),
+                    Catch::Contains("AdamW param group 1: beta1 must be in [0, 1), got 1.5"));
+  CHECK_THROWS_WITH(SGD({{{a}}, {{b}, {.momentum = -1.0}}}, {.lr = 0.1}), Catch::Contains("SGD param group 1: momentum"));
+  CHECK_THROWS_WITH(AdamW({{{a}}, {{a, b}}}, {}), Catch::Contains("appears twice (also at 0), in groups 0 and 1"));
+  CHECK_THROWS_WITH(AdamW({{{a}}, {std::vector<Tensor>{}}}, {}), Catch::Contains("AdamW param group 1: got an empty"));
+  CHECK_THROWS_WITH(AdamW({{{a}}, {{b}, {.lr = 0.1}}}, {.lr = 0.0}), Catch::Contains("while the optimizer's lr is 0"));
+  CHECK_THROWS_WITH(AdamW(std::vector<ParamGroup>{}, {}), Catch::Contains("no parameter groups"));
+}
+
+TEST_CASE("weight_decay_groups decays matrices and spares biases", "[optim]") {
+  nn::Linear linear(3, 4);
+  const auto groups = weight_decay_groups(linear.parameters(), 0.1);
+  REQUIRE(groups.size() == 2);
+  REQUIRE(groups[0].params.params.size() == 1);
+  CHECK(groups[0].params.params[0].data().dim() == 2);  // the weight
+  CHECK(groups[0].options.weight_decay == 0.1);
+  REQUIRE(groups[1].params.params.size() == 1);
+  CHECK(groups[1].params.params[0].data().dim() == 1);  // the bias
+  CHECK(groups[1].options.weight_decay == 0.0);
+  nn::Linear no_bias(3, 4, {.bias = false});
+  CHECK(weight_decay_groups(no_bias.parameters(), 0.1).size() == 1);
 }
