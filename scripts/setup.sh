@@ -10,6 +10,8 @@ packages=(cmake ninja-build g++ libopenmpi-dev openmpi-bin libeigen3-dev catch2 
 if [[ "${1:-}" == "--tests" ]]; then
   # qemu-user runs the CPU kernels on emulated CPUs without AVX / AVX-512 (tests/cpu_levels/).
   [[ "$(uname -m)" == "x86_64" ]] && packages+=(qemu-user)
+  # The simulated cluster (scripts/cluster/): network namespaces, veth, bridge, tc.
+  packages+=(iproute2)
 fi
 if [[ "${1:-}" == "--sanitizers" ]]; then
   packages+=(clang)

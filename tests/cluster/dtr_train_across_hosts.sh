@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# dtr-train across 2 simulated hosts x 2 ranks (scripts/cluster/) trains exactly
+# as 4 ranks on one host: the same loss at every step, bit for bit (the same
+# collectives, only over TCP between the hosts).
+#   dtr_train_across_hosts.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+train=$1 out=$2 mpiexec=$3
+shift 3
+rm -rf "$out"
+common=(--model tiny --steps 12 --global-batch 8 --eval-every 0 --eval-batches 1 --log-every 4 --lr 1e-2
+        --sample-tokens 0 --progress-bar off --no-final-checkpoint)
+# First across hosts: it skips (exit 77) where no cluster can be made.
+"$here/on_cluster.sh" 2 4 "$train" "${common[@]}" --out "$out/two_hosts"
+"$mpiexec" "$@" -np 4 "$train" "${common[@]}" --out "$out/one_host"
+losses() { sed -E 's|.*"loss":([^,}]*).*"step":([0-9]+).*|\2 \1|' "$1"; }
+diff <(losses "$out/one_host/metrics.jsonl") <(losses "$out/two_hosts/metrics.jsonl") || {
+  echo "FAIL: the losses across 2 hosts differ from those of one host (left: one host)" >&2
+  exit 1
+}
+steps=$(losses "$out/two_hosts/metrics.jsonl" | wc -l)
+[[ $steps -eq 12 ]] || { echo "FAIL: the run across hosts logged $steps steps, expected 12" >&2; exit 1; }
+echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host, bit for bit"
