@@ -10,7 +10,12 @@
 #include "mesh/process_group.h"
 #include "tensor/autograd/grad_mode.h"
 
+#include <chrono>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <iterator>
+#include <random>
 
 namespace dtr::checkpoint {
 
@@ -132,6 +137,45 @@ void write_and_commit(const fs::path& tmp, const fs::path& dir, const Checkpoint
 
 }  // namespace
 
+void require_shared_directory(const fs::path& dir, const std::string& what) {
+  distributed::ensure_initialized("dtr::checkpoint::require_shared_directory");
+  const fs::path marker = dir / ".shared_directory_check";
+  const int rank = distributed::rank();
+  std::string token;
+  agree_or_throw(what, capture([&] {
+                   if (rank != 0) return;
+                   token = fmt::format("{:08x}{:016x}", std::random_device{}(),
+                                       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+                   FileWriter out(marker);
+                   out.write(token.data(), token.size());
+                   out.sync_and_close();
+                 }));
+  token = all_gather_strings(token)[0];
+  std::ifstream in(marker, std::ios::binary);
+  const std::string seen((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::string> sees = all_gather_strings(seen == token ? "yes" : "no");
+  if (rank == 0) {
+    std::error_code ignored;
+    fs::remove(marker, ignored);
+  }
+  std::map<int, std::vector<int>> blind;  // host -> ranks that do not see rank 0's file
+  for (int r = 0; r < static_cast<int>(sees.size()); ++r) {
+    if (sees[r] != "yes") blind[distributed::host_of(r)].push_back(r);
+  }
+  if (blind.empty()) return;
+  std::vector<std::string> where;
+  for (const auto& [host, ranks] : blind) {
+    where.push_back(fmt::format("rank{} {} (host {})", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "),
+                                distributed::host_name(host)));
+  }
+  DTR_FAIL(
+      "{}: the directory {} is not shared by all ranks: {} do{} not see the file that rank 0 (host {}) wrote "
+      "there. A checkpoint is one directory that every rank shares (a shared filesystem such as NFS or Lustre); "
+      "node-local disks are not supported",
+      what, dir.string(), fmt::join(where, ", "), blind.size() == 1 && blind.begin()->second.size() == 1 ? "es" : "",
+      distributed::host_name(distributed::host_of(0)));
+}
+
 void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& options) {
   distributed::ensure_initialized("dtr::checkpoint::save");
   const int rank = distributed::rank();
@@ -144,6 +188,7 @@ void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& 
                    fs::create_directories(tmp);
                  }));
   try {
+    require_shared_directory(tmp, what);
     write_and_commit(tmp, dir, state, options, what);
   } catch (...) {
     // Every rank agreed on the failure, so all are past their writes: rank 0 removes

@@ -61,8 +61,17 @@ struct LoadResult {
   int64_t chunks_read = 0;  // stored chunks this rank read from
 };
 
+// Every rank writes its own file into `dir`, so all ranks must share it: save()
+// first checks that every rank sees a file rank 0 wrote into its staging
+// directory, and fails on every rank (naming the ranks and hosts that do not)
+// before any data is written.
 void save(const std::filesystem::path& dir, const CheckpointState& state, const SaveOptions& options = {});
 LoadResult load(const std::filesystem::path& dir, CheckpointState& state);
+
+// Collective: returns when every rank sees the file rank 0 writes into `dir` (an
+// existing directory), else throws the same error on every rank naming the ranks
+// and hosts that do not (node-local disks). `what` starts the message.
+void require_shared_directory(const std::filesystem::path& dir, const std::string& what);
 
 // The temporary directory save() writes into: <dir>.tmp.
 std::filesystem::path staging_directory(const std::filesystem::path& dir);

@@ -1,6 +1,7 @@
 #include "mesh/device_mesh.h"
 
 #include "base/error.h"
+#include "base/log.h"
 #include "mesh/distributed.h"
 #include "tensor/factory.h"
 
@@ -84,6 +85,61 @@ void check_same_on_all_ranks(DeviceType type, const std::vector<int64_t>& shape,
   }
 }
 
+// "a (ranks 0-1), b (ranks 2-3)": the hosts of `ranks` with their ranks.
+std::string hosts_text(int64_t first, int64_t last) {
+  std::vector<std::string> parts;
+  int64_t start = first;
+  for (int64_t r = first; r <= last; ++r) {
+    if (r == last || distributed::host_of(static_cast<int>(r + 1)) != distributed::host_of(static_cast<int>(r))) {
+      parts.push_back(fmt::format("{} (ranks {}-{})", distributed::host_name(distributed::host_of(static_cast<int>(r))),
+                                  start, r));
+      start = r + 1;
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Why the hosts cannot form a (replicate = hosts, shard = ranks per host) mesh, or "".
+std::string hsdp_layout_problem() {
+  const int hosts = distributed::num_hosts(), world = distributed::world_size();
+  if (world % hosts != 0) return fmt::format("{} ranks do not split evenly over {} hosts", world, hosts);
+  const int per_host = world / hosts;
+  for (int r = 0; r < world; ++r) {
+    if (distributed::host_of(r) != r / per_host) {
+      return fmt::format("rank {} is on host {} ({}), not on host {} as {} ranks per host in blocks would put it", r,
+                         distributed::host_of(r), distributed::host_name(distributed::host_of(r)), r / per_host,
+                         per_host);
+    }
+  }
+  return "";
+}
+
+// A mesh of 2 or more dims whose innermost dim (the shard dim of HSDP, the
+// tensor-parallel dim) groups ranks of several hosts sends its most frequent
+// collectives over the link between hosts, the slowest one. Rank 0 says so.
+void warn_if_inner_dim_spans_hosts(const std::vector<int64_t>& shape, const std::vector<std::string>& names) {
+  if (shape.size() < 2 || distributed::rank() != 0 || distributed::num_hosts() < 2) return;
+  const int64_t inner = shape.back();
+  for (int64_t start = 0; start < product(shape); start += inner) {
+    const int64_t last = start + inner - 1;
+    bool one_host = true;
+    for (int64_t r = start + 1; r <= last; ++r) {
+      one_host = one_host && distributed::host_of(static_cast<int>(r)) == distributed::host_of(static_cast<int>(start));
+    }
+    if (one_host) continue;
+    const std::string layout = hsdp_layout_problem();
+    DTR_LOG_WARN(
+        "init_device_mesh: the groups of mesh dim '{}' (size {}) span hosts: ranks {}-{} are on {}. Its "
+        "collectives (FSDP's all-gather and reduce-scatter of every layer) then cross the link between hosts, "
+        "the slowest one, and the step will be slow. {}",
+        names.back(), inner, start, last, hosts_text(start, last),
+        layout.empty() ? fmt::format("A ({}, {}) mesh keeps them within a host: mesh::init_hsdp_mesh() builds it.",
+                                     distributed::num_hosts(), distributed::world_size() / distributed::num_hosts())
+                       : fmt::format("The hosts do not hold equal blocks of consecutive ranks ({}).", layout));
+    return;
+  }
+}
+
 }  // namespace
 
 DeviceMesh init_device_mesh(DeviceType device_type, std::vector<int64_t> shape, std::vector<std::string> dim_names) {
@@ -129,7 +185,20 @@ DeviceMesh init_device_mesh(DeviceType device_type, std::vector<int64_t> shape, 
     DTR_INTERNAL_ASSERT(group && group->size() == shape[d], "mesh dim {} group has the wrong size", dim_names[d]);
     state->groups.push_back(std::move(group));
   }
+  warn_if_inner_dim_spans_hosts(shape, dim_names);
   return DeviceMesh(std::move(state));
+}
+
+DeviceMesh init_hsdp_mesh(DeviceType device_type) {
+  distributed::ensure_initialized("dtr::mesh::init_hsdp_mesh");
+  const std::string problem = hsdp_layout_problem();
+  DTR_CHECK(problem.empty(),
+            "init_hsdp_mesh: a (replicate = hosts, shard = ranks per host) mesh needs each host to hold an equal "
+            "block of consecutive ranks; here {}. Launch with one block per host (Open MPI's default with a "
+            "hostfile, --map-by slot) (rank {})",
+            problem, distributed::rank());
+  const int hosts = distributed::num_hosts();
+  return init_device_mesh(device_type, {hosts, distributed::world_size() / hosts}, {"replicate", "shard"});
 }
 
 const DeviceMesh::State& DeviceMesh::state() const {

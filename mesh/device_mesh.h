@@ -77,7 +77,17 @@ class DeviceMesh {
 // Collective over the world. dim_names may be empty (dims are then "dim0", ...).
 // Errors: a shape whose product is not the world size, a non-positive size,
 // duplicate names, a names list of the wrong length.
+// A mesh of 2 or more dims whose innermost dim groups ranks of several hosts
+// (distributed::host_of) gets a warning on rank 0 saying why it will be slow.
 DeviceMesh init_device_mesh(DeviceType device_type, std::vector<int64_t> shape,
                             std::vector<std::string> dim_names = {});
+
+// HSDP's mesh for the hosts of the job: (replicate = hosts, shard = ranks per
+// host), named {"replicate", "shard"}, so that FSDP's all-gathers and
+// reduce-scatters stay within a host and only the gradient all-reduce crosses
+// hosts. One host gives (1, world size). Collective over the world; an error on
+// every rank, saying why, when the hosts do not hold equal blocks of consecutive
+// ranks.
+DeviceMesh init_hsdp_mesh(DeviceType device_type);
 
 }  // namespace dtr::mesh

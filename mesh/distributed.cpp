@@ -12,8 +12,10 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #if DTR_WITH_CUDA
 #include "tensor/cuda/cuda_runtime.h"
@@ -34,6 +36,8 @@ struct State {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
+  std::vector<int> host_of_rank;        // per world rank
+  std::vector<std::string> host_names;  // per host
   std::shared_ptr<mesh::mpi::MpiProcessGroup> world_mpi;
   mesh::ProcessGroupPtr world_cuda;
 };
@@ -88,6 +92,32 @@ mesh::ProcessGroupPtr make_world_cuda() {
   return g_state.world_mpi;
 }
 
+// Every rank's host: a host is named by the lowest world rank of its node
+// communicator, and hosts are numbered in that order. Collective over the world.
+void learn_hosts(State& state, MPI_Comm node) {
+  int leader = state.rank;
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node);
+  std::vector<int> leaders(state.world_size);
+  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  std::vector<char> names(static_cast<size_t>(state.world_size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                MPI_COMM_WORLD);
+  std::vector<int> host_of_leader(state.world_size, -1);
+  state.host_of_rank.assign(state.world_size, -1);
+  for (int r = 0; r < state.world_size; ++r) {
+    int& host = host_of_leader[leaders[r]];
+    if (host < 0) {  // leaders[r] <= r: first seen at its own rank
+      host = static_cast<int>(state.host_names.size());
+      const char* leader_name = names.data() + static_cast<size_t>(leaders[r]) * MPI_MAX_PROCESSOR_NAME;
+      state.host_names.emplace_back(leader_name, strnlen(leader_name, MPI_MAX_PROCESSOR_NAME));
+    }
+    state.host_of_rank[r] = host;
+  }
+}
+
 // init() with g_mutex held; `api` is the function the user called.
 void init_locked(const InitOptions& options, std::string_view api) {
   if (g_state.initialized) return;
@@ -111,6 +141,7 @@ void init_locked(const InitOptions& options, std::string_view api) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, state.rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &state.local_rank);
   MPI_Comm_size(node, &state.local_world_size);
+  learn_hosts(state, node);
   MPI_Comm_free(&node);
   set_log_rank(state.rank);
   profiler::set_rank(state.rank);
@@ -216,6 +247,28 @@ int local_world_size() {
   std::lock_guard lock(g_mutex);
   ensure_initialized_locked("dtr::distributed::local_world_size");
   return g_state.local_world_size;
+}
+
+int num_hosts() {
+  std::lock_guard lock(g_mutex);
+  ensure_initialized_locked("dtr::distributed::num_hosts");
+  return static_cast<int>(g_state.host_names.size());
+}
+
+int host_of(int rank) {
+  std::lock_guard lock(g_mutex);
+  ensure_initialized_locked("dtr::distributed::host_of");
+  DTR_CHECK(rank >= 0 && rank < g_state.world_size, "dtr::distributed::host_of: rank {} is not in [0, {})", rank,
+            g_state.world_size);
+  return g_state.host_of_rank[rank];
+}
+
+std::string host_name(int host) {
+  std::lock_guard lock(g_mutex);
+  ensure_initialized_locked("dtr::distributed::host_name");
+  DTR_CHECK(host >= 0 && host < static_cast<int>(g_state.host_names.size()),
+            "dtr::distributed::host_name: host {} is not in [0, {})", host, g_state.host_names.size());
+  return g_state.host_names[host];
 }
 
 mesh::ProcessGroupPtr world_group(DeviceType device_type) {

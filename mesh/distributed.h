@@ -6,7 +6,7 @@
 //   dtr::distributed::finalize();
 //
 // init() initialises MPI (or adopts an MPI the caller already initialised), reads
-// rank, world size and local rank, sets the rank shown in every log line, binds
+// rank, world size, local rank and the hosts of all ranks, sets the rank shown in every log line, binds
 // the CUDA device local_rank % device_count when GPUs exist, and creates the world
 // ProcessGroup. Without a launcher it runs as world size 1 (MPI singleton).
 // finalize() is idempotent; it waits for nothing: finish outstanding Work first.
@@ -23,6 +23,7 @@
 #include "mesh/process_group.h"
 #include "tensor/device.h"
 
+#include <string>
 #include <string_view>
 
 namespace dtr::distributed {
@@ -45,6 +46,12 @@ int rank();
 int world_size();
 int local_rank();        // rank among the processes on this node
 int local_world_size();  // processes on this node
+
+// The hosts (nodes) of the job as the launcher placed the ranks: ranks that share
+// memory are on one host. Hosts are numbered in the order of their lowest rank.
+int num_hosts();
+int host_of(int rank);                     // the host of world rank `rank`
+std::string host_name(int host);  // its processor name (hostname)
 
 // The group of all ranks for tensors on `device_type`: MPI for cpu. For cuda:
 // NCCL when dtr was built with it and every rank has a GPU of its own, else MPI

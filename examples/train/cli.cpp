@@ -136,6 +136,9 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
   app.add_option("--peak-tflops", c.peak_tflops, "the GPU's peak TFLOP/s, for the MFU shown with --device cuda");
   app.add_option("--activation-checkpointing", ac, "on | off: recompute each block's forward in backward");
   app.add_option("--reshard-after-forward", raf, "true | false: free gathered block parameters after forward");
+  app.add_flag("--hsdp", c.hsdp,
+               "HSDP over the hosts: shard within each host, replicate across hosts (a (hosts, ranks per host) "
+               "mesh; the hosts must hold equal blocks of consecutive ranks); default: shard over all ranks");
   app.add_option("--eval-every", c.eval_every, "validation loss every N steps (0: only at the end)");
   app.add_option("--eval-batches", c.eval_batches, "micro-batches per rank in each evaluation");
   app.add_option("--log-every", c.log_every, "progress line every N steps");

@@ -48,6 +48,7 @@ struct TrainConfig {
   double peak_tflops = 989;         // for MFU on cuda: the GPU's dense bf16 peak (H100 SXM: 989)
   bool activation_checkpointing = false;
   bool reshard_after_forward = true;
+  bool hsdp = false;                // shard within each host, replicate across hosts (mesh::init_hsdp_mesh)
   int64_t eval_every = 50;          // 0: only at the end
   int64_t eval_batches = 4;         // micro-batches per rank per evaluation
   int64_t log_every = 10;

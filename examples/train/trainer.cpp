@@ -11,6 +11,7 @@
 #include "train_checkpoint.h"
 
 #include "base/log.h"
+#include "checkpoint/checkpoint.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/summary.h"
 #include "kernels/cpu/cpu_level.h"
@@ -19,8 +20,8 @@
 #include "nn/activation_checkpoint.h"
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/fused_adamw.h"
-#include "nn/optim/weight_decay_groups.h"
 #include "nn/optim/lr_schedule.h"
+#include "nn/optim/weight_decay_groups.h"
 #include "nn/transformer.h"
 #include "tensor/allocator.h"
 #include "tensor/autograd/grad_mode.h"
@@ -53,6 +54,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// "2 hosts, FSDP over 4 ranks" or "2 hosts, HSDP: replicate 2 x shard 2".
+std::string hosts_and_mesh(const mesh::DeviceMesh& mesh) {
+  const int hosts = distributed::num_hosts();
+  const std::string where = fmt::format("{} host{}", hosts, hosts == 1 ? "" : "s");
+  if (mesh.ndim() == 1) return fmt::format("{}, FSDP over {} ranks", where, mesh.size());
+  return fmt::format("{}, HSDP: replicate {} x shard {}", where, mesh.size(0), mesh.size(1));
+}
 
 double all_reduce_avg(const mesh::ProcessGroupPtr& group, double value) {
   Tensor t = full({1}, value, {.dtype = DType::f64});
@@ -241,6 +250,9 @@ int run_training(TrainConfig c) {
       })) {
     return 2;
   }
+  // Every rank writes its part of each checkpoint into --out: refuse node-local
+  // disks now rather than at the first save.
+  if (failed_on_any_rank(world, "--out", [&] { checkpoint::require_shared_directory(c.out_dir, "--out"); })) return 2;
   // A resumed checkpoint must be of this model, and of these run settings unless
   // --allow-config-change (checked before anything is built).
   const TrainedAs now = trained_as(c, s);
@@ -273,7 +285,9 @@ int run_training(TrainConfig c) {
   if (c.mixed_precision == "bf16") mp = {.param_dtype = DType::bf16, .reduce_dtype = DType::f32};
   // The data-parallel mesh on the compute device (the model is on meta here, so
   // fully_shard cannot tell): NCCL or MPI staging for cuda.
-  const mesh::DeviceMesh dp_mesh = mesh::init_device_mesh(device.type, {c.world_size}, {"dp"});
+  // --hsdp: (replicate = hosts, shard = ranks per host).
+  const mesh::DeviceMesh dp_mesh =
+      c.hsdp ? mesh::init_hsdp_mesh(device.type) : mesh::init_device_mesh(device.type, {c.world_size}, {"dp"});
   for (auto& layer : model->layers()) {
     fsdp::fully_shard(*layer, {.mesh = dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
   }
@@ -318,13 +332,13 @@ int run_training(TrainConfig c) {
     resolved["data_vocab_size"] = s.data->vocab_size();
     write_file_atomic((out_dir / "config.json").string(), resolved.dump(2) + "\n");
     metrics.emplace((out_dir / "metrics.jsonl").string(), start_step);  // resuming: keeps the rows up to start_step
-    fmt::print("dtr-train: model {} ({} style, {:.2f}M parameters, dim {}, {} layers) on {} rank(s); data {} "
+    fmt::print("dtr-train: model {} ({} style, {:.2f}M parameters, dim {}, {} layers) on {} rank(s) ({}); data {} "
                "({} train / {} val tokens, vocab {})\n"
                "  {} steps x {} sequences x {} tokens (micro-batch {}, grad accumulation {}), lr {} {} warmup {}, "
                "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; CPU kernels {}; "
                "output in {}\n",
                c.model, s.model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", num_params / 1e6, s.model.dim,
-               s.model.n_layers, c.world_size, s.data->name(), s.train->size(), s.val->size(), vocab, c.steps,
+               s.model.n_layers, c.world_size, hosts_and_mesh(dp_mesh), s.data->name(), s.train->size(), s.val->size(), vocab, c.steps,
                c.global_batch, seq, c.micro_batch, c.grad_accum, c.lr, c.schedule, c.warmup, c.mixed_precision,
                c.activation_checkpointing ? "on" : "off", c.reshard_after_forward,
                kernels::cpu::cpu_level_description(), out_dir.string());

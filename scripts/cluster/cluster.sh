@@ -25,6 +25,7 @@
 #   DTR_CLUSTER_HOSTFILE  an Open MPI hostfile: each host with SLOTS slots
 #                         (DTR_CLUSTER_SLOTS, default 2), in the cluster's state
 #                         directory /run/dtr_cluster/NAME
+#   DTR_CLUSTER_LOCAL_DIR --local-dir's DIR, or empty
 #   DTR_CLUSTER_SWITCH    the switch namespace, which holds 10.213.N.1: run mpirun
 #                         there (scripts/cluster/mpirun.sh does), so that every
 #                         host is remote to it
@@ -32,6 +33,10 @@
 # hostname ${DTR_CLUSTER_NAME}h$i (each rank's processor name).
 # RATE is a tc rate (10gbit, 1gbit, 100mbit): every host's link is shaped to it
 # in both directions; unshaped by default (a veth pair: memory speed).
+# --local-dir DIR gives each host a disk of its own at DIR, as node-local disks
+# are: processes that launch_agent.sh starts on host i see their host's private
+# directory there (a bind mount in a mount namespace of their own); everything
+# else sees DIR as it is (DTR_CLUSTER_LOCAL_DIR).
 set -euo pipefail
 
 readonly prefix_base=dtrc
@@ -100,16 +105,17 @@ shape() {  # shape NS DEV RATE
 }
 
 cmd_run() {
-  local hosts=$1 rate="" 
+  local hosts=$1 rate="" local_dir=""
   shift
   [[ $hosts =~ ^[0-9]+$ && $hosts -ge 1 && $hosts -le 32 ]] || die "HOSTS must be 1..32, got '$hosts'"
   while [[ $# -gt 0 && $1 != -- ]]; do
     case $1 in
       --rate) rate=$2; shift 2 ;;
+      --local-dir) local_dir=$2; shift 2 ;;
       *) die "unknown option '$1'" ;;
     esac
   done
-  [[ ${1:-} == -- ]] || die "usage: $0 run HOSTS [--rate RATE] -- COMMAND..."
+  [[ ${1:-} == -- ]] || die "usage: $0 run HOSTS [--rate RATE] [--local-dir DIR] -- COMMAND..."
   shift
   [[ $# -gt 0 ]] || die "no COMMAND after --"
   need_root
@@ -151,6 +157,7 @@ cmd_run() {
       shape "$ns" eth0 "$rate"   # host -> switch
       shape "$sw" "h$i" "$rate"  # switch -> host
     fi
+    [[ -z $local_dir ]] || mkdir -p "$state_root/$name/local/h$i"
     echo "$addr slots=${DTR_CLUSTER_SLOTS:-2}" >>"$hostfile"
     addrs+=("$addr")
   done
@@ -159,8 +166,9 @@ cmd_run() {
   command_pid=""
   trap '[[ -z $command_pid ]] || { kill -TERM "$command_pid" 2>/dev/null; wait "$command_pid" || true; }; exit 143' \
     TERM INT HUP
+  [[ -z $local_dir ]] || mkdir -p "$local_dir"
   DTR_CLUSTER_NAME=$name DTR_CLUSTER_HOSTS="${addrs[*]}" DTR_CLUSTER_SUBNET=$subnet \
-    DTR_CLUSTER_HOSTFILE=$hostfile DTR_CLUSTER_SWITCH=$sw "$@" &
+    DTR_CLUSTER_HOSTFILE=$hostfile DTR_CLUSTER_SWITCH=$sw DTR_CLUSTER_LOCAL_DIR=$local_dir "$@" &
   command_pid=$!
   local rc=0
   wait "$command_pid" || rc=$?

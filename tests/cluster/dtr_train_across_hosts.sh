@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # dtr-train across 2 simulated hosts x 2 ranks (scripts/cluster/) trains exactly
 # as 4 ranks on one host: the same loss at every step, bit for bit (the same
-# collectives, only over TCP between the hosts).
+# collectives, only over TCP between the hosts). With --hsdp it builds the
+# (replicate = 2 hosts, shard = 2 ranks) mesh itself, and its losses equal those
+# of FSDP over 4 ranks up to rounding (the gradients are summed in another order).
 #   dtr_train_across_hosts.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,4 +22,11 @@ diff <(losses "$out/one_host/metrics.jsonl") <(losses "$out/two_hosts/metrics.js
 }
 steps=$(losses "$out/two_hosts/metrics.jsonl" | wc -l)
 [[ $steps -eq 12 ]] || { echo "FAIL: the run across hosts logged $steps steps, expected 12" >&2; exit 1; }
-echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host, bit for bit"
+
+"$here/on_cluster.sh" 2 4 "$train" "${common[@]}" --hsdp --out "$out/hsdp" | tee "$out/hsdp.log"
+grep -q "on 4 rank(s) (2 hosts, HSDP: replicate 2 x shard 2)" "$out/hsdp.log" ||
+  { echo "FAIL: dtr-train --hsdp did not report a (2 hosts, 2 ranks) HSDP mesh" >&2; exit 1; }
+paste -d' ' <(losses "$out/one_host/metrics.jsonl") <(losses "$out/hsdp/metrics.jsonl") | awk '
+  { n++; d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 < 0 ? -$2 : $2)) bad = bad " step " $1 ": " $2 " vs " $4 }
+  END { if (n != 12 || bad != "") { print "FAIL: --hsdp losses differ from FSDP by more than 1e-4 relative:" bad " (" n " steps)" > "/dev/stderr"; exit 1 } }'
+echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host, bit for bit; --hsdp within 1e-4"

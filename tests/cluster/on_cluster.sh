@@ -2,7 +2,8 @@
 # CTest entry of a `cluster` test: runs PROGRAM under mpirun with NP ranks across
 # HOSTS simulated hosts (scripts/cluster/: network namespaces on a bridge, the
 # ranks filling each host's slots in turn), then requires that the job sent data
-# between the hosts, so that a run which never left one host cannot pass.
+# between the hosts (DTR_CLUSTER_MIN_BYTES, default 100000), so that a run which
+# never left one host cannot pass.
 # Skips (exit 77, with the reason) where network namespaces cannot be made.
 #   on_cluster.sh HOSTS NP PROGRAM ARGS...
 set -euo pipefail
@@ -16,7 +17,7 @@ if [[ ${1:-} == --inside ]]; then
   sent=$(($("$repo/scripts/cluster/cluster.sh" sent) - before))
   echo "cluster: the hosts sent $sent bytes"
   # Open MPI's own start-up and wire-up alone are a few kilobytes.
-  if [[ $(wc -w <<<"$DTR_CLUSTER_HOSTS") -gt 1 && $sent -lt 100000 ]]; then
+  if [[ $(wc -w <<<"$DTR_CLUSTER_HOSTS") -gt 1 && $sent -lt ${DTR_CLUSTER_MIN_BYTES:-100000} ]]; then
     echo "cluster: only $sent bytes crossed between hosts: the job did not run across them" >&2
     exit 1
   fi
@@ -38,4 +39,6 @@ if ! error=$(ip netns add "$probe" 2>&1); then
   exit 77
 fi
 ip netns del "$probe"
-exec "$repo/scripts/cluster/cluster.sh" run "$hosts" -- "$0" --inside "$@"
+# DTR_CLUSTER_ARGS: more options of cluster.sh run (e.g. --local-dir DIR).
+# shellcheck disable=SC2086
+exec "$repo/scripts/cluster/cluster.sh" run "$hosts" ${DTR_CLUSTER_ARGS:-} -- "$0" --inside "$@"

@@ -107,3 +107,20 @@ TEST_CASE("ranks asking for different meshes get an error, not a hang") {
   std::vector<std::string> names = {distributed::rank() == 0 ? "dp" : "fsdp"};
   REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {n}, names), Catch::Contains("asked for different meshes"));
 }
+
+TEST_CASE("on one host every rank is on host 0, and init_hsdp_mesh is (1, world size)") {
+  if (distributed::num_hosts() > 1) {
+    WARN("several hosts: tests/cluster/topology_probe.cpp checks the hosts there");
+    return;
+  }
+  const int n = distributed::world_size();
+  for (int r = 0; r < n; ++r) REQUIRE(distributed::host_of(r) == 0);
+  CHECK_FALSE(distributed::host_name(0).empty());
+  CHECK_THROWS_WITH(distributed::host_of(n), Catch::Contains(fmt::format("rank {} is not in [0, {})", n, n)));
+  CHECK_THROWS_WITH(distributed::host_name(1), Catch::Contains("host 1 is not in [0, 1)"));
+  const mesh::DeviceMesh hsdp = mesh::init_hsdp_mesh(DeviceType::cpu);
+  REQUIRE(hsdp.shape() == std::vector<int64_t>{1, n});
+  REQUIRE(hsdp.dim_names() == std::vector<std::string>{"replicate", "shard"});
+  CHECK(hsdp.group("shard")->size() == n);
+  CHECK(hsdp.group("replicate")->size() == 1);
+}
