@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "mesh/mpi/heartbeat.h"
 #include "mesh/mpi/mpi_process_group.h"
 #include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"
@@ -11,6 +12,8 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -38,6 +41,7 @@ struct State {
   int local_world_size = 1;
   std::vector<int> host_of_rank;        // per world rank
   std::vector<std::string> host_names;  // per host
+  MPI_Comm heartbeat = MPI_COMM_NULL;   // mesh/mpi/heartbeat.h
   std::shared_ptr<mesh::mpi::MpiProcessGroup> world_mpi;
   mesh::ProcessGroupPtr world_cuda;
 };
@@ -118,6 +122,24 @@ void learn_hosts(State& state, MPI_Comm node) {
   }
 }
 
+// A collective timeout's message names the ranks (and hosts) that no longer
+// answer. Needs MPI_THREAD_MULTIPLE (the heartbeats run beside the progress
+// engine). The diagnosis owns copies of what it needs: it runs on the watchdog
+// thread, without g_mutex. Collective (creates the heartbeat communicator).
+void install_timeout_diagnosis(State& state) {
+  if (state.thread_level < MPI_THREAD_MULTIPLE) return;
+  state.heartbeat = mesh::mpi::create_heartbeat_comm();
+  std::vector<std::string> host_of_rank;
+  for (int host : state.host_of_rank) host_of_rank.push_back(state.host_names[host]);
+  mesh::set_timeout_diagnosis([comm = state.heartbeat, host_of_rank = std::move(host_of_rank)] {
+    // Long enough for the other ranks' watchdogs to fire too (their collectives
+    // started at about the same time), short against the timeout itself.
+    const auto window = std::clamp(mesh::collective_timeout() / 4, std::chrono::milliseconds(1000),
+                                   std::chrono::milliseconds(10'000));
+    return mesh::mpi::describe_heartbeats(mesh::mpi::exchange_heartbeats(comm, window), host_of_rank, window);
+  });
+}
+
 // init() with g_mutex held; `api` is the function the user called.
 void init_locked(const InitOptions& options, std::string_view api) {
   if (g_state.initialized) return;
@@ -151,6 +173,7 @@ void init_locked(const InitOptions& options, std::string_view api) {
   MPI_Comm world = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &world);
   state.world_mpi = mesh::mpi::MpiProcessGroup::create(world, "world");
+  install_timeout_diagnosis(state);
 #if DTR_WITH_CUDA
   if (options.bind_cuda_device && cuda::device_count() > 0) {
     cuda::set_device(state.local_rank % cuda::device_count());
@@ -208,6 +231,8 @@ void finalize() {
     DTR_LOG_WARN("distributed finalize: {} collectives still pending; wait() on them before finalize()", pending);
   }
   mesh::stop_watchdog();
+  mesh::set_timeout_diagnosis(nullptr);
+  if (g_state.heartbeat != MPI_COMM_NULL) MPI_Comm_free(&g_state.heartbeat);
   g_state.world_cuda.reset();
   g_state.world_mpi.reset();
   engine.stop();

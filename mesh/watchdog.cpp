@@ -57,6 +57,10 @@ class Watchdog {
     std::lock_guard lock(mutex_);
     handler_ = std::move(handler);
   }
+  void set_diagnosis(std::function<std::string()> diagnosis) {
+    std::lock_guard lock(mutex_);
+    diagnosis_ = std::move(diagnosis);
+  }
 
   void watch(const WorkPtr& work) {
     auto deadline = work->start_time() + timeout();
@@ -120,9 +124,22 @@ class Watchdog {
     auto waited = std::chrono::duration<double>(now - work.start_time()).count();
     std::string message = fmt::format(
         "collective timed out: {} still pending after {:.1f} s (DTR_COLLECTIVE_TIMEOUT={:.1f} s); "
-        "a rank that died, hangs, or issued different collectives on this group; ending the process",
+        "a rank that died, hangs, is unreachable or issued different collectives on this group",
         work.description(), waited, std::chrono::duration<double>(*timeout_).count());
-    end(message);
+    std::function<std::string()> diagnosis;
+    {
+      std::lock_guard lock(mutex_);
+      diagnosis = diagnosis_;
+    }
+    if (diagnosis) {
+      try {
+        const std::string found = diagnosis();
+        if (!found.empty()) message += "; " + found;
+      } catch (const std::exception& e) {
+        message += fmt::format("; (no reachability check: {})", e.what());
+      }
+    }
+    end(message + "; ending the process");
   }
 
 
@@ -130,6 +147,7 @@ class Watchdog {
   std::condition_variable wake_;
   std::optional<std::chrono::milliseconds> timeout_;
   std::function<void()> handler_;
+  std::function<std::string()> diagnosis_;
   std::vector<Watched> watched_;
   std::thread thread_;
   bool stopping_ = false;
@@ -141,6 +159,9 @@ std::chrono::milliseconds collective_timeout() { return Watchdog::instance().tim
 void set_collective_timeout(std::chrono::milliseconds timeout) { Watchdog::instance().set_timeout(timeout); }
 void watch(const WorkPtr& work) { Watchdog::instance().watch(work); }
 void set_timeout_handler(std::function<void()> handler) { Watchdog::instance().set_handler(std::move(handler)); }
+void set_timeout_diagnosis(std::function<std::string()> diagnosis) {
+  Watchdog::instance().set_diagnosis(std::move(diagnosis));
+}
 void stop_watchdog() { Watchdog::instance().stop(); }
 void end_on_timeout(const std::string& message) { Watchdog::instance().end(message); }
 

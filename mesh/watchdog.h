@@ -28,6 +28,11 @@ void watch(const WorkPtr& work);
 // write a flight record). It should not block.
 void set_timeout_handler(std::function<void()> handler);
 
+// What the watchdog adds to a timeout's message: which ranks can still be
+// reached. distributed::init installs a heartbeat exchange over MPI
+// (mesh/mpi/heartbeat.h); it runs on the watchdog thread, for a bounded time.
+void set_timeout_diagnosis(std::function<std::string()> diagnosis);
+
 // Ends the process as the watchdog does on a timeout: logs `message`, runs the
 // timeout handler, exits with status 1. For waits the watchdog cannot see (the
 // DTR_DEBUG_COLLECTIVES exchange, which runs before its collective exists).

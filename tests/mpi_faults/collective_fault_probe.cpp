@@ -4,6 +4,8 @@
 // watchdog's message in the output.
 //   collective_fault_probe hang        the last rank sleeps instead of joining an all_reduce
 //   collective_fault_probe early_exit  the last rank dies (exits without finalize) before it
+//   collective_fault_probe loop        every rank all-reduces in a loop for up to 120 s,
+//                                      printing "looping" once (a test then cuts a host off)
 // A hung rank is caught by the watchdog on the others; a dead rank is caught by
 // mpirun itself (it ends the job when a rank exits without MPI_Finalize) or by the
 // watchdog, whichever comes first. Either way the job ends instead of hanging.
@@ -18,12 +20,26 @@
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "hang" && mode != "early_exit") {
-    std::fprintf(stderr, "usage: collective_fault_probe hang|early_exit\n");
+  if (mode != "hang" && mode != "early_exit" && mode != "loop") {
+    std::fprintf(stderr, "usage: collective_fault_probe hang|early_exit|loop\n");
     return 2;
   }
   dtr::distributed::init();
   auto world = dtr::distributed::world_group();
+  if (mode == "loop") {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+      dtr::Tensor t = dtr::ones({1024});
+      world->all_reduce(t)->wait();
+      if (i == 0 && world->rank() == 0) {
+        std::printf("looping\n");
+        std::fflush(stdout);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::fprintf(stderr, "the loop ran for 120 s: no host was cut off\n");
+    return 3;
+  }
   const bool odd_one_out = world->rank() == world->size() - 1;
   world->barrier()->wait();  // sequence #1 on every rank
   if (odd_one_out) {
