@@ -107,6 +107,7 @@ WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, 
     const double factor = op.kind == ReduceOp::Kind::premul_sum ? op.factor : 1.0;
     return launch(description, std::move(staging),
                   [=, n = out.numel(), dtype = out.dtype(), nbytes = out.nbytes()](std::vector<MPI_Request>&) {
+                    if (nbytes == 0) return;  // empty tensors may have no storage at all
                     std::memcpy(recv, send, nbytes);
                     if (factor != 1.0) scale_in_place(recv, n, dtype, factor);
                   });
