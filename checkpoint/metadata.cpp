@@ -5,7 +5,9 @@
 #include "checkpoint/checksum.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 
 namespace dtr::checkpoint {
 
@@ -18,14 +20,34 @@ json to_json(const ChunkMeta& c) {
               {"checksums", c.checksums}};
 }
 
+namespace {
+
+// `j` as an int64: nlohmann converts a float, or an integer out of range, with a
+// plain cast (undefined behaviour for 1e47), so the kind and range come first.
+int64_t integer(const json& j, const std::string& what) {
+  DTR_CHECK(j.is_number_integer() &&
+                !(j.is_number_unsigned() && j.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}),
+            "{}: expected an integer (64-bit), found {}", what, j.dump());
+  return j.get<int64_t>();
+}
+
+Shape integers(const json& j, const std::string& what) {
+  DTR_CHECK(j.is_array(), "{}: expected an array of integers, found {}", what, j.dump());
+  Shape out;
+  for (const json& v : j) out.push_back(integer(v, what));
+  return out;
+}
+
+}  // namespace
+
 ChunkMeta chunk_from_json(const json& j) {
   ChunkMeta c;
-  c.box.offset = j.at("offset").get<Shape>();
-  c.box.shape = j.at("shape").get<Shape>();
+  c.box.offset = integers(j.at("offset"), "chunk offset");
+  c.box.shape = integers(j.at("shape"), "chunk shape");
   c.file = j.at("file").get<std::string>();
-  c.byte_offset = j.at("byte_offset").get<int64_t>();
-  c.byte_length = j.at("byte_length").get<int64_t>();
-  c.block_bytes = j.at("block_bytes").get<int64_t>();
+  c.byte_offset = integer(j.at("byte_offset"), "chunk byte_offset");
+  c.byte_length = integer(j.at("byte_length"), "chunk byte_length");
+  c.block_bytes = integer(j.at("block_bytes"), "chunk block_bytes");
   c.checksums = j.at("checksums").get<std::vector<std::string>>();
   return c;
 }
@@ -40,7 +62,7 @@ std::string tiling_problem(const std::string& name, const TensorMeta& t) {
   for (const ChunkMeta& c : t.chunks) {
     const Box& a = c.box;
     for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (a.offset[d] < 0 || a.shape[d] < 0 || a.offset[d] + a.shape[d] > t.shape[d]) {
+      if (a.offset[d] < 0 || a.shape[d] < 0 || a.offset[d] > t.shape[d] || a.shape[d] > t.shape[d] - a.offset[d]) {
         return fmt::format("tensor '{}': chunk {} lies outside its shape [{}]", name, a.to_string(),
                            fmt::join(t.shape, ", "));
       }
@@ -101,12 +123,22 @@ Metadata metadata_from_json(const json& j, const std::string& source) {
               "it fails its checksum (it records {}, its content gives {}): it was edited or damaged after the save",
               found, expected);
     Metadata m;
-    m.world_size = j.at("world_size").get<int>();
-    m.files = j.at("files").get<std::map<std::string, int64_t>>();
+    const int64_t world_size = integer(j.at("world_size"), "world_size");
+    DTR_CHECK(world_size >= 1 && world_size <= std::numeric_limits<int>::max(),
+              "world_size: expected a positive int, found {}", world_size);
+    m.world_size = static_cast<int>(world_size);
+    DTR_CHECK(j.at("files").is_object(), "files: expected an object of file sizes, found {}", j.at("files").dump());
+    for (const auto& [file, bytes] : j.at("files").items()) m.files[file] = integer(bytes, "size of file " + file);
     for (const auto& [name, t] : j.at("tensors").items()) {
       TensorMeta tm;
       tm.dtype = parse_dtype(t.at("dtype").get<std::string>());
-      tm.shape = t.at("shape").get<Shape>();
+      tm.shape = integers(t.at("shape"), "shape of tensor '" + name + "'");
+      int64_t numel = 1;
+      for (int64_t size : tm.shape) {
+        DTR_CHECK(size >= 0 && !__builtin_mul_overflow(numel, size, &numel),
+                  "tensor '{}': shape [{}] has a negative size or more elements than 64 bits count", name,
+                  fmt::join(tm.shape, ", "));
+      }
       for (const auto& c : t.at("chunks")) {
         ChunkMeta chunk = chunk_from_json(c);
         DTR_CHECK(chunk.box.shape.size() == tm.shape.size() && chunk.box.offset.size() == tm.shape.size(),
