@@ -239,11 +239,17 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::do_split(int color, int key, std:
   return create(child, std::move(name));
 }
 
+std::vector<CollectiveCall> MpiProcessGroup::exchange_calls(const CollectiveCall& mine) {
+  return exchange_calls_bounded(mine, describe(mine));
+}
+
 // Point to point with every other member, polled under the MPI lock: the exchange
 // runs before its collective exists, so the watchdog cannot see it, and a blocking
 // all-gather would wait forever for a member that never arrives. Past the
 // collective timeout the process ends naming the members whose call never came.
-std::vector<CollectiveCall> MpiProcessGroup::exchange_calls(const CollectiveCall& mine) {
+
+std::vector<CollectiveCall> MpiProcessGroup::exchange_calls_bounded(const CollectiveCall& mine,
+                                                                    const std::string& what) {
   constexpr int kExchangeTag = kMaxTag + 1;
   const int n = size(), me = rank();
   std::vector<CollectiveCall> all(n);
@@ -277,7 +283,7 @@ std::vector<CollectiveCall> MpiProcessGroup::exchange_calls(const CollectiveCall
           "collective timed out: the DTR_DEBUG_COLLECTIVES check before {} waited {:.1f} s "
           "(DTR_COLLECTIVE_TIMEOUT={:.1f} s) for {}, which never arrived: a rank that died, hangs, "
           "or issued different collectives on this group; ending the process",
-          describe(mine), std::chrono::duration<double>(waited).count(),
+          what, std::chrono::duration<double>(waited).count(),
           std::chrono::duration<double>(timeout).count(), fmt::join(names, ", ")));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -21,6 +21,12 @@ class MpiProcessGroup final : public ProcessGroup {
   std::string_view backend() const override { return "mpi"; }
   MPI_Comm comm() const { return comm_; }
 
+  // The DTR_DEBUG_COLLECTIVES exchange of every member's call on this group's
+  // communicator, bounded by the collective timeout (past it the process ends,
+  // naming the members that never arrived and `what`, the collective). The NCCL
+  // backend checks its calls through its MPI bootstrap group with it.
+  std::vector<CollectiveCall> exchange_calls_bounded(const CollectiveCall& mine, const std::string& what);
+
  protected:
   WorkPtr do_all_gather(const Tensor& out, const Tensor& in, const CollectiveCall& call) override;
   WorkPtr do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, const CollectiveCall& call) override;

@@ -2,7 +2,6 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "mesh/mpi/mpi_progress.h"
 #include "mesh/mpi/mpi_types.h"
 #include "mesh/nccl/nccl_check.h"
 #include "mesh/nccl/nccl_communicator.h"
@@ -293,14 +292,10 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::do_split(int color, int key, std
       new NcclProcessGroup(std::move(child_bootstrap), child, impl_->device, std::move(name)));
 }
 
+// Through the MPI bootstrap group (the same ranks in the same order), point to
+// point and under the collective timeout, as the MPI backend checks its own calls.
 std::vector<CollectiveCall> NcclProcessGroup::exchange_calls(const CollectiveCall& mine) {
-  std::vector<CollectiveCall> all(size());
-  MPI_Comm comm = impl_->bootstrap->comm();
-  mpi::ProgressEngine::instance().blocking([&] {
-    DTR_MPI_CHECK(MPI_Allgather(&mine, sizeof(CollectiveCall), MPI_BYTE, all.data(), sizeof(CollectiveCall),
-                                MPI_BYTE, comm));
-  });
-  return all;
+  return impl_->bootstrap->exchange_calls_bounded(mine, describe(mine));
 }
 
 }  // namespace dtr::mesh::nccl
