@@ -32,7 +32,9 @@ endif()
 # dtr_config_base has no compile feature, so CUDA sources can use it: CMake 3.25
 # cannot express a C++20 requirement for nvcc (DtrCuda.cmake passes -std=c++20).
 add_library(dtr_config_base INTERFACE)
-target_include_directories(dtr_config_base SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
+# Paths found here stay out of the installed package (it must work wherever it is
+# moved to): dtrConfig.cmake finds Random123 and NCCL again on the consumer's machine.
+target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${RANDOM123_INCLUDE_DIR}>)
 target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads MPI::MPI_CXX
                                                 nlohmann_json::nlohmann_json)
 # xxhash is used only inside dtr's sources (checkpoint/checksum.cpp): its
@@ -47,7 +49,7 @@ if(DTR_WITH_CUDA)
 endif()
 if(DTR_WITH_NCCL)
   target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${DTR_NCCL_INCLUDE_DIR}>)
-  target_link_libraries(dtr_config_base INTERFACE ${DTR_NCCL_LIBRARY})
+  target_link_libraries(dtr_config_base INTERFACE $<BUILD_INTERFACE:${DTR_NCCL_LIBRARY}>)
 endif()
 
 add_library(dtr_config INTERFACE)

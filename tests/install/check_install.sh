@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Installs the built dtr into a temporary prefix, then configures, builds and runs
-# a separate project that uses it through find_package(dtr).
+# Installs the built dtr into a temporary prefix and moves the installed tree to
+# another place (the package must be relocatable: no absolute path of the build,
+# the install prefix or a dependency in its CMake files), then configures, builds
+# and runs a separate project that uses it there through find_package(dtr).
 # Usage: check_install.sh <dtr build dir> <consumer source dir> <scratch dir>
 set -euo pipefail
 build=$1 consumer=$2 scratch=$3
 rm -rf "$scratch" && mkdir -p "$scratch"
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
-cmake -S "$consumer" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" \
+mv "$scratch/prefix" "$scratch/moved"
+package=$(find "$scratch/moved" -path "*/cmake/dtr" -type d)
+if grep -nE "$scratch/prefix|/usr/local/cuda|/usr/include|/usr/lib" "$package"/*.cmake; then
+  echo "FAIL: the installed package names absolute paths (above); it must find its dependencies itself" >&2
+  exit 1
+fi
+cmake -S "$consumer" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/moved" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" >/dev/null
 "$scratch/build/consumer"
