@@ -2,6 +2,7 @@
 # Runs an mpirun job that cannot complete normally and passes when it ended by
 # itself within 45 s, with a non-zero status and output matching argument 1 (a
 # grep -E pattern: the watchdog's message, or mpirun's own report of a dead rank).
+# A job whose output has a line starting "skipped:" is a skip (exit 77).
 set -uo pipefail
 pattern=$1
 shift
@@ -13,6 +14,10 @@ if [[ $status -eq 124 || $status -eq 137 ]]; then
   cat "$log"
   echo "FAIL: the job did not end within 45 s" >&2
   exit 1
+fi
+if grep -q "^skipped:" "$log"; then
+  grep -m1 "^skipped:" "$log"
+  exit 77
 fi
 if [[ $status -eq 0 ]] || ! grep -Eq "$pattern" "$log"; then
   cat "$log"
