@@ -102,9 +102,10 @@ void Optimizer::refuse_unknown_group_options(std::initializer_list<const char*> 
     const std::pair<const char*, const std::optional<double>*> fields[] = {
         {"lr", &o.lr},     {"weight_decay", &o.weight_decay}, {"beta1", &o.beta1},        {"beta2", &o.beta2},
         {"eps", &o.eps}, {"momentum", &o.momentum},         {"dampening", &o.dampening}};
-    for (const auto& [field, value] : fields) {
-      if (!value->has_value()) continue;
-      const bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return std::string_view(k) == field; });
+    for (const auto& entry : fields) {
+      const std::string_view field = entry.first;
+      if (!entry.second->has_value()) continue;
+      const bool ok = std::any_of(known.begin(), known.end(), [field](const char* k) { return field == k; });
       DTR_CHECK(ok, "{}: sets {}, which {} does not have (it takes {})", group_name(g), field, kind_,
                 fmt::join(known, ", "));
     }
