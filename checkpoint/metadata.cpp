@@ -111,9 +111,10 @@ json to_json(const Metadata& m) {
 
 Metadata metadata_from_json(const json& j, const std::string& source) {
   try {
-    DTR_CHECK(j.value("format", "") == "dtr-checkpoint" && j.value("version", 0) == 1,
-              "expected format dtr-checkpoint version 1, found format '{}' version {}", j.value("format", ""),
-              j.value("version", 0));
+    // As JSON values: value("version", 0) would convert 1e27 to int, undefined behaviour.
+    const json format = j.value("format", json()), version = j.value("version", json());
+    DTR_CHECK(format == "dtr-checkpoint" && version.is_number_integer() && version == 1,
+              "expected format dtr-checkpoint version 1, found format {} version {}", format.dump(), version.dump());
     DTR_CHECK(j.contains("checksum") && j["checksum"].is_string(),
               "it has no checksum (written by an older dtr, or edited)");
     json content = j;
