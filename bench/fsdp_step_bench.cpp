@@ -24,6 +24,14 @@
 //    --steps pairs of FSDP steps, one with the profiler off and one with it on
 //    (recording every span; the trace is not written), in alternating order;
 //    the medians of the slowest rank, their ratio and the events per step.
+//  - With --hsdp: fully_shard over mesh::init_hsdp_mesh (replicate across hosts,
+//    shard within each); the bytes above are then those of the shard group. With
+//    --reshard-to K: the blocks keep 1/K of their parameters after forward
+//    (reshard_after_forward = K), so backward all-gathers within K ranks only.
+//  - With --count-interface IF: the bytes this job's hosts sent on network
+//    interface IF (its tx counter in /sys/class/net, read by each host's first
+//    rank) per timed step, summed over hosts: what crossed between hosts, for
+//    the simulated cluster (bench/cluster_hsdp.sh).
 //  - With --compare-unsharded (default on at 1 rank): the same step on a plain,
 //    unsharded model of the same shape and seed, run on every rank at the same time
 //    (each on its own batch slice, no communication, so CPU contention matches the
@@ -41,12 +49,14 @@
 //   OMPI_MCA_mpi_yield_when_idle=1 mpirun -np 2 build/dev/bench/dtr_fsdp_step_bench
 //       [--layers 6] [--dim 384] [--heads 6] [--vocab 8192] [--seq 64] [--batch 8]
 //       [--steps 5] [--warmup 2] [--threads 0] [--compare-unsharded | --no-compare-unsharded]
-//       [--profile-overhead]
+//       [--profile-overhead] [--hsdp] [--reshard-to K] [--count-interface eth0]
 // --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
+#include "base/error.h"
 #include "fsdp/fully_shard.h"
 #include "kernels/cpu/cpu_level.h"
 #include "kernels/cpu/parallel.h"
+#include "mesh/device_mesh.h"
 #include "mesh/distributed.h"
 #include "nn/activation_checkpoint.h"
 #include "nn/optim/adamw.h"
@@ -65,10 +75,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 namespace {
@@ -89,6 +101,9 @@ struct Options {
   bool no_compare_unsharded = false;
   bool variants = false;  // also run the bf16 / activation checkpointing / ZeRO-2 variants
   bool profile_overhead = false;  // also time steps with the profiler off and on
+  bool hsdp = false;              // mesh::init_hsdp_mesh instead of one dim over all ranks
+  int reshard_to = 0;             // > 1: the blocks' reshard_after_forward = K
+  std::string count_interface;    // a network interface whose sent bytes to count per step
 };
 
 // A configuration of fully_shard to compare against the default (FULL_SHARD, f32).
@@ -297,6 +312,21 @@ void print_memory(const char* title, const Result& r, int64_t psi, int n_for_sta
   }
 }
 
+// Bytes the hosts of the job have sent on `interface` (its tx counter, read by
+// each host's first rank), summed over hosts; 0 when `interface` is empty. Collective.
+int64_t hosts_sent_bytes(const std::string& interface) {
+  if (interface.empty()) return 0;
+  int64_t mine = 0;
+  if (dtr::distributed::local_rank() == 0) {
+    std::ifstream in("/sys/class/net/" + interface + "/statistics/tx_bytes");
+    DTR_CHECK(in >> mine, "fsdp_step_bench: cannot read the tx counter of interface '{}' (rank {})", interface,
+              g_rank);
+  }
+  int64_t total = 0;
+  MPI_Allreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
 void apply_variant_before_sharding(dtr::nn::Transformer& model, const Variant& v) {
   if (!v.activation_checkpointing) return;
   dtr::nn::apply_activation_checkpointing(
@@ -373,6 +403,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-compare-unsharded", opt.no_compare_unsharded, "do not (also at 1 rank)");
   app.add_flag("--profile-overhead", opt.profile_overhead,
                "also time FSDP steps with the step profiler off and on, alternately");
+  app.add_flag("--hsdp", opt.hsdp, "shard within each host, replicate across hosts (mesh::init_hsdp_mesh)");
+  app.add_option("--reshard-to", opt.reshard_to,
+                 "blocks keep 1/K of their parameters after forward (reshard_after_forward = K; 0: true)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--count-interface", opt.count_interface,
+                 "count the bytes the hosts send on this network interface per timed step (e.g. eth0)");
   app.add_flag("--variants", opt.variants,
                "also run bf16 mixed precision, activation checkpointing and ZeRO-2 (SHARD_GRAD_OP) variants");
   try {
@@ -399,8 +435,12 @@ int main(int argc, char** argv) {
   manual_seed(0);
   nn::Transformer model(config);
   const int64_t psi = model.num_parameters();
-  for (auto& layer : model.layers()) fsdp::fully_shard(*layer);
-  auto root = fsdp::fully_shard(model);
+  const mesh::DeviceMesh dp_mesh = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu)
+                                            : mesh::init_device_mesh(DeviceType::cpu, {g_size}, {"dp"});
+  std::optional<std::variant<bool, int>> block_reshard;
+  if (opt.reshard_to > 1) block_reshard = opt.reshard_to;
+  for (auto& layer : model.layers()) fsdp::fully_shard(*layer, {.mesh = dp_mesh, .reshard_after_forward = block_reshard});
+  auto root = fsdp::fully_shard(model, {.mesh = dp_mesh});
   if (g_rank == 0) {
     fmt::print("dtr FSDP step bench: GPT-2-style {} layers x {} wide, {} heads, vocab {}, seq {}, "
                "global batch {} ({} per rank), f32, AdamW\n",
@@ -409,16 +449,20 @@ int main(int argc, char** argv) {
                "timed steps; CPU kernels {}\n",
                psi, mib(4.0 * static_cast<double>(psi)), g_size, threads, opt.warmup, opt.steps,
                kernels::cpu::cpu_level_description());
+    fmt::print("mesh {} on {} host(s); blocks reshard after forward: {}\n", dp_mesh.to_string(),
+               distributed::num_hosts(), opt.reshard_to > 1 ? fmt::format("to {} ranks", opt.reshard_to) : "yes");
   }
 
   // 1. FSDP alone: step time, communication, memory.
   Trainer fsdp_trainer(model, opt);
-  const mesh::ProcessGroupPtr group = root.mesh().group(0);
+  const mesh::ProcessGroupPtr group = root.mesh().group(root.mesh().ndim() - 1);  // the shard dim
   for (int i = 0; i < opt.warmup; ++i) fsdp_trainer.step();  // the first allocates the optimizer state
   MPI_Barrier(MPI_COMM_WORLD);
   group->reset_stats();
   reset_peak_memory_stats(Device::cpu());
+  const int64_t sent_before = hosts_sent_bytes(opt.count_interface);
   Result sharded = time_steps({&fsdp_trainer}, opt.steps)[0];
+  const int64_t sent_per_step = (hosts_sent_bytes(opt.count_interface) - sent_before) / opt.steps;
   sharded.comm = group->stats();
   sharded.group_name = group->name();
   sharded.memory = memory_stats(Device::cpu());
@@ -429,7 +473,7 @@ int main(int argc, char** argv) {
     const int64_t root_flat = root.shard_numel_padded(), elem = static_cast<int64_t>(sizeof(float));
     // Blocks: forward and backward; the root keeps its parameters after forward.
     sharded.ag_bytes_expected = (2 * blocks_flat + root_flat) * elem;
-    sharded.rs_bytes_expected = (blocks_flat + root_flat) * g_size * elem;
+    sharded.rs_bytes_expected = (blocks_flat + root_flat) * group->size() * elem;
   }
 
   // 2. The plain model: its memory on its own steps (less what the FSDP model
@@ -514,6 +558,14 @@ int main(int argc, char** argv) {
     comm_row("total", {ag.first + rs.first, ag.second + rs.second}, ag_theory + rs_theory,
              static_cast<double>(sharded.ag_bytes_expected + sharded.rs_bytes_expected));
     if (other_bytes > 0) fmt::print("other collectives on the group: {:.3f} MiB per step\n", mib(other_bytes));
+    if (!opt.count_interface.empty()) {
+      // Full shard over N ranks on H hosts: each all-gather or reduce-scatter ring
+      // step crosses hosts at H of its N links, so H/N of 3 * Psi * (N-1)/N * 4 bytes
+      // (a lower bound for other algorithms; HSDP instead all-reduces the gradient
+      // across hosts: 2 * Psi * (H-1)/H * 4 bytes per shard group).
+      fmt::print("\nBetween hosts ({} tx of each host, summed): {:.3f} MiB per timed step\n", opt.count_interface,
+                 mib(static_cast<double>(sent_per_step)));
+    }
   }
   if (opt.profile_overhead) profile_overhead(fsdp_trainer, opt.steps);
   print_memory("FSDP memory per rank", sharded, psi, g_size, "16*Psi/N");

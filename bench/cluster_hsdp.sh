@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# FSDP against HSDP across simulated hosts (scripts/cluster/): the FSDP step of a
+# small GPT-2-style model (dtr_fsdp_step_bench) at 2 hosts x 2 ranks, with the
+# links between hosts unshaped and shaped to each RATE, for
+#   fsdp        full shard over all 4 ranks
+#   fsdp-rto2   full shard, blocks keeping 1/2 (the ranks of a host) after forward
+#               (reshard_after_forward = 2: backward all-gathers within a host)
+#   hsdp        shard within each host, replicate across hosts (--hsdp)
+# Prints per run: ms/step (median of the slowest rank), the bytes the hosts sent
+# each other per step (their eth0 counters), the bytes the sharding theory gives
+# for that traffic, and the share of the time that traffic takes at RATE which
+# the step hides behind compute: 1 - (step at RATE - step unshaped) / (bytes / RATE).
+# Needs root (namespaces); as root run on an idle machine.
+#   bench/cluster_hsdp.sh [BUILD_DIR (build/test)] [RATE...] (default: 10gbit 1gbit 100mbit)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build/test}
+shift || true
+rates=("$@")
+[[ ${#rates[@]} -gt 0 ]] || rates=(10gbit 1gbit 100mbit)
+bench=$repo/$build/bench/dtr_fsdp_step_bench
+[[ -x $bench ]] || { echo "cluster_hsdp: no $bench (build it first)" >&2; exit 2; }
+model=(--layers 4 --dim 256 --heads 4 --vocab 4096 --seq 64 --batch 8 --steps 7 --warmup 2 --threads 1
+       --no-compare-unsharded --count-interface eth0)
+declare -A variants=([fsdp]="" [fsdp-rto2]="--reshard-to 2" [hsdp]="--hsdp")
+order=(fsdp fsdp-rto2 hsdp)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OMPI_MCA_mpi_yield_when_idle=1
+
+# One run: prints "ms_per_step mib_between_hosts psi".
+run() {  # run RATE VARIANT
+  local args=()
+  [[ $1 == unshaped ]] || args=(--rate "$1")
+  "$repo/scripts/cluster/cluster.sh" run 2 "${args[@]}" -- \
+    "$repo/scripts/cluster/mpirun.sh" -np 4 "$bench" "${model[@]}" ${variants[$2]} >"$out/$1.$2.log" 2>&1
+  awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /^Between hosts/ { mib = $(NF-4) }
+       END { print ms, mib, psi }' "$out/$1.$2.log"
+}
+
+bits_per_second() {  # 10gbit -> 1e10
+  local v=${1%bit}
+  case $v in
+    *g) echo "${v%g} * 1000000000" | bc ;;
+    *m) echo "${v%m} * 1000000" | bc ;;
+    *k) echo "${v%k} * 1000" | bc ;;
+    *) echo "$v" ;;
+  esac
+}
+
+echo "dtr FSDP vs HSDP across 2 simulated hosts x 2 ranks: ${model[*]}"
+echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+declare -A base
+for v in "${order[@]}"; do
+  read -r ms mib psi < <(run unshaped "$v")
+  base[$v]=$ms
+  echo "unshaped $v: $ms ms/step, $mib MiB/step between hosts"
+done
+# Theory, summed over both hosts per step (f32, Psi parameters, N = 4 ranks, H = 2
+# hosts, S = 2 ranks per host). Full shard: all-gather twice (forward, backward)
+# and reduce-scatter once over a ring of 4 whose links cross hosts 2 times in 4:
+# 3 * Psi * (N-1)/N * 4 bytes per rank, times N ranks, times H/N crossing.
+# Backward all-gather within a host (rto2): 2 instead of 3 rounds cross. HSDP:
+# reduce-scatter within a host, then an all-reduce of each Psi/S shard across the
+# H hosts: 2 * (H-1)/H * Psi/S * 4 bytes per rank, each of them crossing.
+theory() {  # theory VARIANT PSI -> MiB
+  case $1 in
+    fsdp) echo "3 * $2 * 3 / 4 * 4 * 4 * 2 / 4 / 1048576" | bc -l ;;
+    fsdp-rto2) echo "2 * $2 * 3 / 4 * 4 * 4 * 2 / 4 / 1048576" | bc -l ;;
+    hsdp) echo "2 * 1 / 2 * $2 / 2 * 4 * 4 / 1048576" | bc -l ;;
+  esac
+}
+printf '\n| link between hosts | variant | ms/step | MiB/step between hosts | theory MiB | hidden share |\n'
+printf '|---|---|---|---|---|---|\n'
+for v in "${order[@]}"; do
+  read -r ms mib psi < <(awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /^Between hosts/ { mib = $(NF-4) }
+                               END { print ms, mib, psi }' "$out/unshaped.$v.log")
+  printf '| unshaped (veth) | %s | %s | %s | %.2f | - |\n' "$v" "$ms" "$mib" "$(theory "$v" "$psi")"
+done
+for rate in "${rates[@]}"; do
+  bps=$(bits_per_second "$rate")
+  for v in "${order[@]}"; do
+    read -r ms mib psi < <(run "$rate" "$v")
+    hidden=$(echo "wire = $mib * 1048576 * 8 / $bps * 1000; e = $ms - ${base[$v]}; if (wire > 0) 1 - e / wire else 0" | bc -l)
+    # Outside [0, 1] the difference of two step times is within their noise.
+    share=$(echo "$hidden * 100" | bc -l)
+    if [[ $(echo "$hidden < 0 || $hidden > 1" | bc -l) -eq 1 ]]; then share="n/a (noise)"; else share=$(printf '%.0f%%' "$share"); fi
+    printf '| %s | %s | %s | %s | %.2f | %s |\n' "$rate" "$v" "$ms" "$mib" "$(theory "$v" "$psi")" "$share"
+  done
+done
