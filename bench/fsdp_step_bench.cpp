@@ -36,7 +36,8 @@
 //    unsharded model of the same shape and seed, run on every rank at the same time
 //    (each on its own batch slice, no communication, so CPU contention matches the
 //    FSDP run; at 1 rank this is exactly "the plain model on rank 0"), and the
-//    FSDP / unsharded step-time ratio (the target: <= 1.05 at 1 rank).
+//    FSDP / unsharded step-time ratio (the target: <= 1.03 at 1 rank, where
+//    FSDP computes on its shards and communicates nothing).
 //    For the ratio both models stay alive and their steps alternate (FSDP, plain,
 //    FSDP, ...), so a change in machine load hits both alike; the plain model's
 //    memory is measured on its own steps, less what the idle FSDP model holds.
@@ -519,7 +520,7 @@ int main(int argc, char** argv) {
       row("unsharded", *plain);
       const double ratio = fsdp_interleaved->step_s / plain->step_s;
       fmt::print("FSDP / unsharded step time: {:.3f}{}\n", ratio,
-                 g_size == 1 ? (ratio <= 1.05 ? "  (target <= 1.05 at 1 rank: met)" : "  (target <= 1.05 at 1 rank: "
+                 g_size == 1 ? (ratio <= 1.03 ? "  (target <= 1.03 at 1 rank: met)" : "  (target <= 1.03 at 1 rank: "
                                                                                       "NOT met)")
                              : "  (unsharded: every rank at once on its slice, no communication)");
     }
@@ -537,26 +538,32 @@ int main(int argc, char** argv) {
       }
     }
     const double n = g_size;
-    fmt::print("\nCommunication per step: rank 0's input bytes on the FSDP group '{}' (MiB);\n"
-               "theory (issue) = 2 all-gathers + 1 reduce-scatter of Psi: AG 2*Psi/N*4, RS Psi*4 bytes;\n"
-               "expected = from the padded flat groups, root all-gathered once (it keeps its parameters "
-               "after forward)\n",
-               sharded.group_name);
-    fmt::print("{:>14} | {:>7} | {:>10} | {:>11} | {:>8} | {:>10} | {:>9}\n", "", "calls", "measured",
-               "theory", "measured/", "expected", "measured/");
-    fmt::print("{:>14} | {:>7} | {:>10} | {:>11} | {:>8} | {:>10} | {:>9}\n", "", "", "", "(issue)", "theory",
-               "", "expected");
-    fmt::print("{:->14}-+-{:->7}-+-{:->10}-+-{:->11}-+-{:->9}-+-{:->10}-+-{:->9}\n", "", "", "", "", "", "", "");
-    auto comm_row = [&](const char* what, std::pair<double, double> m, double theory, double expected) {
-      fmt::print("{:>14} | {:>7.1f} | {:>10.3f} | {:>11.3f} | {:>9.3f} | {:>10.3f} | {:>9.3f}\n", what, m.first,
-                 mib(m.second), mib(theory), m.second / theory, mib(expected), m.second / expected);
-    };
-    const auto ag = per_step(mesh::CollectiveKind::all_gather), rs = per_step(mesh::CollectiveKind::reduce_scatter);
-    const double ag_theory = 2.0 * static_cast<double>(psi) / n * 4, rs_theory = static_cast<double>(psi) * 4;
-    comm_row("all-gather", ag, ag_theory, static_cast<double>(sharded.ag_bytes_expected));
-    comm_row("reduce-scatter", rs, rs_theory, static_cast<double>(sharded.rs_bytes_expected));
-    comm_row("total", {ag.first + rs.first, ag.second + rs.second}, ag_theory + rs_theory,
-             static_cast<double>(sharded.ag_bytes_expected + sharded.rs_bytes_expected));
+    if (g_size == 1) {
+      fmt::print("\nCommunication per step: none (over one rank the groups compute on their shards); "
+                 "measured: {} all-gathers, {} reduce-scatters\n",
+                 c.calls_of(mesh::CollectiveKind::all_gather), c.calls_of(mesh::CollectiveKind::reduce_scatter));
+    } else {
+      fmt::print("\nCommunication per step: rank 0's input bytes on the FSDP group '{}' (MiB);\n"
+                 "theory (issue) = 2 all-gathers + 1 reduce-scatter of Psi: AG 2*Psi/N*4, RS Psi*4 bytes;\n"
+                 "expected = from the padded flat groups, root all-gathered once (it keeps its parameters "
+                 "after forward)\n",
+                 sharded.group_name);
+      fmt::print("{:>14} | {:>7} | {:>10} | {:>11} | {:>8} | {:>10} | {:>9}\n", "", "calls", "measured",
+                 "theory", "measured/", "expected", "measured/");
+      fmt::print("{:>14} | {:>7} | {:>10} | {:>11} | {:>8} | {:>10} | {:>9}\n", "", "", "", "(issue)", "theory",
+                 "", "expected");
+      fmt::print("{:->14}-+-{:->7}-+-{:->10}-+-{:->11}-+-{:->9}-+-{:->10}-+-{:->9}\n", "", "", "", "", "", "", "");
+      auto comm_row = [&](const char* what, std::pair<double, double> m, double theory, double expected) {
+        fmt::print("{:>14} | {:>7.1f} | {:>10.3f} | {:>11.3f} | {:>9.3f} | {:>10.3f} | {:>9.3f}\n", what, m.first,
+                   mib(m.second), mib(theory), m.second / theory, mib(expected), m.second / expected);
+      };
+      const auto ag = per_step(mesh::CollectiveKind::all_gather), rs = per_step(mesh::CollectiveKind::reduce_scatter);
+      const double ag_theory = 2.0 * static_cast<double>(psi) / n * 4, rs_theory = static_cast<double>(psi) * 4;
+      comm_row("all-gather", ag, ag_theory, static_cast<double>(sharded.ag_bytes_expected));
+      comm_row("reduce-scatter", rs, rs_theory, static_cast<double>(sharded.rs_bytes_expected));
+      comm_row("total", {ag.first + rs.first, ag.second + rs.second}, ag_theory + rs_theory,
+               static_cast<double>(sharded.ag_bytes_expected + sharded.rs_bytes_expected));
+    }
     if (other_bytes > 0) fmt::print("other collectives on the group: {:.3f} MiB per step\n", mib(other_bytes));
     if (!opt.count_interface.empty()) {
       // Full shard over N ranks on H hosts: each all-gather or reduce-scatter ring

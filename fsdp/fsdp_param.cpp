@@ -46,6 +46,11 @@ Tensor FSDPParam::sharded() const { return slots_.front().module->parameter_hand
 
 void FSDPParam::allocate_unsharded(Device device) {
   autograd::NoGradGuard no_grad;
+  if (aliases_shard_) {  // the shard changed dtype or place: gather into memory of its own
+    install_sharded();
+    unsharded_ = Tensor();
+    aliases_shard_ = false;
+  }
   if (!unsharded_.defined()) {
     const int64_t k = spec_->mesh.size(spec_->mesh.ndim() - 1);
     unsharded_padded_ = empty({k * padded_rows_, row_numel_},
@@ -58,7 +63,23 @@ void FSDPParam::allocate_unsharded(Device device) {
 }
 
 void FSDPParam::release_unsharded() {
-  if (unsharded_.defined()) unsharded_.storage().release();
+  if (unsharded_.defined() && !aliases_shard_) unsharded_.storage().release();
+}
+
+bool FSDPParam::alias_shard() {
+  const Tensor shard = sharded();
+  DTR_INTERNAL_ASSERT(shard.sizes() == global_shape() && shard.dtype() == compute_dtype_,
+                      "alias_shard: '{}' is not whole in its compute dtype", fqn_);
+  if (aliases_shard_ && unsharded_.storage().is_same(shard.storage()) &&
+      unsharded_.storage_offset() == shard.storage_offset() && unsharded_.strides() == shard.strides()) {
+    return false;
+  }
+  install_sharded();  // the slots must take the new tensor
+  unsharded_ = shard.detach();
+  unsharded_padded_ = Tensor();
+  if (requires_grad_) unsharded_.requires_grad_();
+  aliases_shard_ = true;
+  return true;
 }
 
 bool FSDPParam::unsharded_allocated() const { return unsharded_.defined() && unsharded_.storage().is_allocated(); }

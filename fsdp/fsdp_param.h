@@ -8,6 +8,10 @@
 // memory (padded to mesh_size x padded_rows rows) is released when resharded and
 // reallocated at the next all-gather, so tensors autograd saved in forward stay
 // valid handles (their data is refilled before the backward that reads them).
+// Over a mesh of one rank the shard is the whole parameter, and the unsharded
+// tensor is instead a second leaf over the shard's own memory (alias_shard): the
+// module computes on the shard without a copy, and its gradient still arrives
+// apart from the shard's .grad, for the group to reduce as usual.
 #pragma once
 
 #include "dtensor/dtensor_spec.h"
@@ -69,8 +73,12 @@ class FSDPParam {
 
   // Makes sure the unsharded tensor exists with memory (after a release).
   void allocate_unsharded(Device device);
-  void release_unsharded();
+  void release_unsharded();  // a no-op while it aliases the shard
   bool unsharded_allocated() const;
+  // Makes the unsharded tensor a leaf over the shard's memory (again, when the
+  // slots got a new shard). Only over one rank, where the shard is the whole
+  // parameter in the compute dtype. True when the tensor is a new object.
+  bool alias_shard();
 
   // Makes every slot's module compute with the unsharded tensor / with the shard
   // again (nn::Module::install_parameter; the shard stays the slots' own tensor).
@@ -91,6 +99,7 @@ class FSDPParam {
   Tensor unsharded_padded_;
   Tensor unsharded_;
   bool unsharded_installed_ = false;
+  bool aliases_shard_ = false;
 };
 
 }  // namespace dtr::fsdp

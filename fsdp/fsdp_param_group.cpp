@@ -9,6 +9,7 @@
 #include "tensor/ops/elementwise.h"
 #include "tensor/profiler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #ifdef DTR_WITH_CUDA
@@ -41,8 +42,16 @@ Device FSDPParamGroup::device() const {
   return params_.front()->sharded().device();
 }
 
+bool FSDPParamGroup::can_compute_on_shards() const {
+  if (mesh_.size() != 1 || placement_.offload || reduce_dtype_ != compute_dtype_) return false;
+  return std::all_of(params_.begin(), params_.end(), [&](const auto& p) {
+    const Tensor shard = p->sharded();
+    return shard.dtype() == compute_dtype_ && !shard.device().is_meta();
+  });
+}
+
 void FSDPParamGroup::issue_all_gather() {
-  if (empty() || unsharded_ || all_gather_.work) return;
+  if (empty() || unsharded_ || all_gather_.work || can_compute_on_shards()) return;
   autograd::NoGradGuard no_grad;
   const Device dev = device();
   DTR_CHECK(!params_.front()->sharded().device().is_meta(),
@@ -67,6 +76,18 @@ void FSDPParamGroup::issue_all_gather() {
 
 void FSDPParamGroup::wait_for_unshard() {
   if (empty()) return;
+  if (can_compute_on_shards()) {
+    for (auto& p : params_) {
+      p->alias_shard();
+      p->install_unsharded();
+    }
+    unsharded_ = on_shards_ = true;
+    return;
+  }
+  if (on_shards_) {  // the shards no longer qualify (a new dtype or place): gather from now on
+    reshard();
+    on_shards_ = false;
+  }
   if (unsharded_) {
     bool stale = false;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -100,7 +121,7 @@ void FSDPParamGroup::reshard(const mesh::ProcessGroupPtr& keep_piece_for) {
     all_gather_ = {};
   }
   if (!unsharded_) return;
-  if (keep_piece_for) {
+  if (keep_piece_for && !on_shards_) {
     // This rank keeps the per-rank buffers of the shard ranks of its block of the
     // post-forward group: block j of k covers shard ranks [j * n / k, (j + 1) * n / k).
     const int64_t per_block = shard_size() / keep_piece_for->size();
@@ -132,6 +153,10 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
     op = mesh::ReduceOp::avg();
   }
   reduce_op_ = op;
+  if (on_shards_) {
+    reduce_on_shards(op);
+    return;
+  }
   reduce_scatter_ = collectives_.reduce_scatter(
       shard_group(), op, {.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer});
 }
@@ -179,6 +204,28 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
     shard.set_grad(shard.grad().defined() ? add(shard.grad(), locals[i]) : locals[i]);
   }
   reduce_scatter_ = {};
+}
+
+// What the reduce-scatter and its copy-out compute over one rank: each gradient
+// (zeros where none arrived) scaled as the reduce op and post-division would,
+// then added to the shard's .grad.
+void FSDPParamGroup::reduce_on_shards(mesh::ReduceOp op) {
+  DTR_PROFILE_SCOPE("fsdp", "reduce on shards");
+  autograd::NoGradGuard no_grad;
+  MemoryTagGuard tag(MemoryTag::grad);
+  for (auto& p : params_) {
+    Tensor grad;
+    if (const Tensor& unsharded = p->unsharded(); unsharded.defined()) {
+      grad = unsharded.grad();
+      unsharded.set_grad({});
+    }
+    Tensor shard = p->sharded();
+    if (!shard.requires_grad()) continue;
+    if (!grad.defined()) grad = dtr::zeros(shard.sizes(), {.dtype = shard.dtype(), .device = shard.device()});
+    if (op.kind == mesh::ReduceOp::Kind::premul_sum && op.factor != 1.0) grad = mul(grad, Scalar(op.factor));
+    if (post_divide_ != 1.0) grad = mul(grad, Scalar(1.0 / post_divide_));
+    shard.set_grad(shard.grad().defined() ? add(shard.grad(), grad) : grad);
+  }
 }
 
 // Each shard's rows of the reduced buffer, cast to the shard's dtype (one launch)

@@ -11,6 +11,12 @@
 // the shards' dtype. HSDP (2-D mesh): both run over the shard group (the mesh's
 // last dim), then the reduced shard is all-reduced over the replicate group.
 //
+// One rank: when the mesh has a single rank, the shards are already in the
+// compute and reduce dtype and the group computes where they live, there is
+// nothing to gather or scatter. The module computes on each shard's memory
+// (FSDPParam::alias_shard) and the reduction is the scaling alone, so FSDP over
+// one rank costs what the unsharded model costs.
+//
 // CPU offload: shards and their .grad live in host memory. With pinned memory
 // the copy-in reads the shards without waiting, and the reduced gradients are
 // cast and scaled on the device and copied into new pinned .grad tensors without
@@ -82,6 +88,8 @@ class FSDPParamGroup {
 
  private:
   Device device() const;  // where the group computes and communicates
+  bool can_compute_on_shards() const;
+  void reduce_on_shards(mesh::ReduceOp op);  // the one-rank reduction
   void copy_out_pinned(const Tensor& reduced);  // reduced rows into pinned .grad
   int64_t shard_size() const { return mesh_.size(mesh_.ndim() - 1); }
   const mesh::ProcessGroupPtr& shard_group() const { return mesh_.group(mesh_.ndim() - 1); }
@@ -97,6 +105,7 @@ class FSDPParamGroup {
   mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter
   Tensor partial_reduce_;      // HSDP gradients not yet all-reduced
   bool unsharded_ = false;
+  bool on_shards_ = false;  // the unsharded tensors alias the shards (one rank)
   PendingCollective all_gather_;
   mesh::ProcessGroupPtr post_forward_group_;  // with the piece kept for it
   Tensor post_forward_piece_;

@@ -67,6 +67,7 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
     GroupEstimate g;
     g.path = path;
     std::optional<DType> group_compute;
+    bool computes_on_shards = world_size == 1;  // FSDPParamGroup's one-rank case: no unsharded copies
     for (auto& [name, p] : m->named_parameters()) {
       if (contains(claimed, p.data())) continue;
       add_unique(claimed, p.data());
@@ -78,12 +79,13 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
       const DType dtype = p.data().dtype();
       const DType compute = options.param_dtype && is_floating(dtype) ? *options.param_dtype : dtype;
       group_compute = compute;
+      computes_on_shards = computes_on_shards && compute == dtype;
       g.numel += p.global_numel();
       g.shard_numel += local_rows * row_numel;
       g.flat_numel += chunk * row_numel;
       e.params += local_rows * row_numel * size_of(dtype);
     }
-    g.unsharded_bytes = group_compute ? k * g.flat_numel * size_of(*group_compute) : 0;
+    g.unsharded_bytes = group_compute && !computes_on_shards ? k * g.flat_numel * size_of(*group_compute) : 0;
     e.num_params += g.numel;
     e.groups.push_back(g);
   }

@@ -29,7 +29,9 @@
 //                   prefetched block's all-gather output is a comm buffer until it
 //                   is waited for); without it (SHARD_GRAD_OP, NO_SHARD) every
 //                   group at the end of forward (NO_SHARD too: the unsharded
-//                   copies are separate from the shards);
+//                   copies are separate from the shards); none over one
+//                   rank without a param_dtype cast (the groups compute on
+//                   the shards);
 //   activations     what the activation model says for the options' batch,
 //                   sequence length, compute dtype and activation checkpointing
 //                   (tensors made in forward + backward under

@@ -341,6 +341,54 @@ TEST_CASE("set_gradient_divide_factor(1) sums gradients over the ranks instead o
   }
 }
 
+// One rank: the groups compute on the shards' own memory and reduce by scaling,
+// so training is the unsharded model's, bit for bit, with no collective.
+TEST_CASE("FSDP over one rank trains bitwise like the unsharded model, without a collective or a copy") {
+  if (distributed::world_size() != 1) return;  // the one-rank path; the parity tests cover more ranks
+  auto reference = testing::make_model(5);
+  auto model = testing::make_sharded(5);
+  auto halved = testing::make_sharded(5);
+  fsdp::fsdp_module(*halved).set_gradient_divide_factor(2.0);
+  for (auto& layer : halved->layers()) fsdp::fsdp_module(*layer).set_gradient_divide_factor(2.0);
+  nn::optim::AdamW reference_opt(reference->parameters(), {.lr = 1e-2});
+  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+  auto group = fsdp::fsdp_module(*model).mesh().group(0);
+  group->reset_stats();
+  auto loss_of = [](nn::Transformer& m, const Tensor& tokens, const Tensor& targets) {
+    return cross_entropy(m(tokens).view({-1, 32}), targets.view({-1}));
+  };
+  for (int step = 0; step < 3; ++step) {
+    auto [tokens, targets] = testing::token_batch(step, 0, 4, 8);
+    Tensor expected = loss_of(*reference, tokens, targets);
+    Tensor got = loss_of(*model, tokens, targets);
+    REQUIRE(got.item() == expected.item());
+    expected.backward();
+    got.backward();
+    if (step == 0) loss_of(*halved, tokens, targets).backward();  // it takes no optimizer step
+    auto want = reference->named_parameters();
+    auto have = model->named_parameters();
+    auto half = halved->named_parameters();
+    REQUIRE(have.size() == want.size());
+    for (size_t i = 0; i < have.size(); ++i) {
+      INFO(have[i].first << " at step " << step);
+      const auto e = values_of(want[i].second->grad());
+      const auto g = values_of(have[i].second->grad());
+      REQUIRE(g == e);
+      if (step > 0) continue;
+      const auto h = values_of(half[i].second->grad());
+      for (size_t j = 0; j < e.size(); ++j) REQUIRE(h[j] == e[j] / 2);  // a power of two: exact
+    }
+    reference_opt.step();
+    opt.step();
+    reference_opt.zero_grad();
+    opt.zero_grad();
+    for (size_t i = 0; i < have.size(); ++i) REQUIRE(values_of(have[i].second.data()) == values_of(want[i].second.data()));
+  }
+  const mesh::CommStats stats = group->stats();
+  CHECK(stats.calls[static_cast<int>(mesh::CollectiveKind::all_gather)] == 0);
+  CHECK(stats.calls[static_cast<int>(mesh::CollectiveKind::reduce_scatter)] == 0);
+}
+
 TEST_CASE("memory: parameters, gradients and AdamW state take 16 bytes per local element") {
   const int n = distributed::world_size();
   nn::TransformerConfig c = testing::tiny_config();
