@@ -4,6 +4,7 @@
 #include "tensor/storage.h"
 
 #include <cstring>
+#include <type_traits>
 
 #if DTR_WITH_CUDA
 #include "kernels/cuda/cuda_check.h"
@@ -101,6 +102,33 @@ void divide_in_place(void* data, int64_t count, DType dtype, int64_t divisor) {
     T* p = static_cast<T*>(data);
     const Acc d = static_cast<Acc>(divisor);
     for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<Acc>(p[i]) / d);
+  });
+}
+
+void combine_in_place(void* inout, const void* in, int64_t count, DType dtype, ReduceOp::Kind kind) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = acc_t<T>;
+    const T* a = static_cast<const T*>(in);
+    T* b = static_cast<T*>(inout);
+    switch (kind) {
+      case ReduceOp::Kind::sum:
+      case ReduceOp::Kind::avg:
+      case ReduceOp::Kind::premul_sum:
+        for (int64_t i = 0; i < count; ++i) b[i] = static_cast<T>(static_cast<Acc>(a[i]) + static_cast<Acc>(b[i]));
+        break;
+      case ReduceOp::Kind::max:
+      case ReduceOp::Kind::min: {
+        const bool max = kind == ReduceOp::Kind::max;
+        for (int64_t i = 0; i < count; ++i) {
+          const Acc x = static_cast<Acc>(a[i]), y = static_cast<Acc>(b[i]);
+          bool take_x = max ? x > y : x < y;
+          if constexpr (std::is_floating_point_v<Acc>) take_x = take_x || x != x;
+          if (take_x) b[i] = a[i];
+        }
+        break;
+      }
+    }
   });
 }
 

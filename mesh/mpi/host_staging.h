@@ -2,10 +2,11 @@
 // tensor is used in place; a CUDA tensor is staged through pinned host memory
 // (dtr does not assume a CUDA-aware MPI): inputs are copied to the host before
 // the MPI call, outputs are copied back to the GPU when the operation finishes.
-// Also the host-side arithmetic the MPI backend adds around MPI's sum: scaling
-// for premul_sum and the division for avg.
+// Also the host-side arithmetic the MPI backend adds around MPI's collectives:
+// scaling for premul_sum, the division for avg, and combining received chunks.
 #pragma once
 
+#include "mesh/reduce_op.h"
 #include "tensor/tensor.h"
 
 #include <memory>
@@ -45,5 +46,9 @@ class HostStaging {
 void scale_in_place(void* data, int64_t count, DType dtype, double factor);
 // data[i] /= divisor (integer division, truncating, for integer dtypes).
 void divide_in_place(void* data, int64_t count, DType dtype, int64_t divisor);
+// inout[i] = combine(in[i], inout[i]) for `count` elements: sum for sum, avg and
+// premul_sum (their scaling is separate), max or min (NaN wins, as in dtr's
+// kernels); bf16 and f16 combine in f32 and round once, like their MPI ops.
+void combine_in_place(void* inout, const void* in, int64_t count, DType dtype, ReduceOp::Kind kind);
 
 }  // namespace dtr::mesh::mpi

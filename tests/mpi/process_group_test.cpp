@@ -70,6 +70,27 @@ TEST_CASE("reduce_scatter_tensor gives each rank its chunk of the reduction, for
   }
 }
 
+TEST_CASE("reduce_scatter_tensor max and min: a NaN from any rank wins, as in dtr's kernels") {
+  auto pg = world();
+  const int last = pg->size() - 1;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (ReduceOp op : {ReduceOp::max(), ReduceOp::min()}) {
+      INFO(dtype_name(dtype) << " " << mesh::to_string(op));
+      // Every rank's chunk: element 0 is NaN on the last rank only, element 1 nowhere.
+      std::vector<double> values;
+      for (int r = 0; r < pg->size(); ++r) {
+        values.push_back(pg->rank() == last ? std::nan("") : 1.0 + pg->rank());
+        values.push_back(1.0 + pg->rank());
+      }
+      Tensor out = empty({2}, {.dtype = dtype});
+      pg->reduce_scatter_tensor(out, tensor_of(values, dtype), op)->wait();
+      auto got = values_of(out);
+      REQUIRE(std::isnan(got[0]));
+      REQUIRE(got[1] == (op == ReduceOp::max() ? static_cast<double>(pg->size()) : 1.0));
+    }
+  }
+}
+
 TEST_CASE("all_reduce reduces in place, for every op and dtype") {
   auto pg = world();
   const int64_t n = 9;
