@@ -186,15 +186,23 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
     reduce_scatter_ = {};
     return;
   }
-  // Each shard's rows of the reduced buffer, cast to the shard's dtype, into a new
-  // tensor (one launch on CUDA), then scaled and accumulated per parameter.
+  // Each shard's rows of the reduced buffer, scaled and accumulated per parameter.
+  // A shard without a .grad in the reduced dtype takes its rows as its .grad
+  // (a view, as FSDP2 does: no copy); the others get them cast to their dtype in
+  // a new tensor (one launch on CUDA).
   std::vector<CopyJob> copy_out;
   std::vector<Tensor> locals(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor shard = params_[i]->sharded();
     if (!shard.requires_grad()) continue;
+    Tensor rows = collectives_.shard_rows(reduced, i);
+    if (!shard.grad().defined() && rows.dtype() == shard.dtype() && rows.device() == shard.device()) {
+      locals[i] = rows;
+      reduced.storage().set_tag(MemoryTag::grad);
+      continue;
+    }
     locals[i] = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .device = shard.device()});
-    copy_out.push_back({locals[i], collectives_.shard_rows(reduced, i)});
+    copy_out.push_back({locals[i], rows});
   }
   copy_batch(copy_out);
   for (size_t i = 0; i < params_.size(); ++i) {
