@@ -39,6 +39,17 @@ std::vector<int> world_ranks_of(MPI_Comm comm) {
   return global;
 }
 
+// True when every rank of `comm` shares this node's memory. Collective over comm.
+bool on_one_node(MPI_Comm comm) {
+  MPI_Comm node;
+  DTR_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int node_size = 0, size = 0;
+  DTR_MPI_CHECK(MPI_Comm_size(node, &node_size));
+  DTR_MPI_CHECK(MPI_Comm_size(comm, &size));
+  MPI_Comm_free(&node);
+  return node_size == size;
+}
+
 // Issues one MPI operation: `issue` starts its requests on host pointers prepared
 // through `staging`; `after` runs once they complete (before outputs are copied back).
 WorkPtr launch(const std::string& description, HostStaging staging,
@@ -61,12 +72,14 @@ std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(MPI_Comm comm, std::str
     DTR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     int rank = 0;
     DTR_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(comm, rank, world_ranks_of(comm), std::move(name)));
+    return std::shared_ptr<MpiProcessGroup>(
+        new MpiProcessGroup(comm, rank, world_ranks_of(comm), on_one_node(comm), std::move(name)));
   });
 }
 
-MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int rank, std::vector<int> global_ranks, std::string name)
-    : ProcessGroup(rank, std::move(global_ranks), std::move(name)), comm_(comm) {}
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int rank, std::vector<int> global_ranks, bool one_node,
+                                 std::string name)
+    : ProcessGroup(rank, std::move(global_ranks), std::move(name)), comm_(comm), one_node_(one_node) {}
 
 MpiProcessGroup::~MpiProcessGroup() {
   int finalized = 0;
@@ -112,15 +125,39 @@ WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, 
                     if (factor != 1.0) scale_in_place(recv, n, dtype, factor);
                   });
   }
-  // Open MPI's reduce_scatter_block moves and sums large buffers 2.5-4x slower
-  // than an all-to-all of the chunks followed by a local combine (4-64 MB over
-  // shared memory, 2 and 3 ranks), so each rank receives every rank's chunk for
-  // it and combines them itself, in rank order: contributions scaled first for
-  // premul_sum, the sum divided last for avg.
-  void* recv = staging.output(out, /*in_place=*/false);
-  void* chunks = staging.scratch(in.nbytes());
   const int count = mpi_count(out.numel(), description);
   const MPI_Datatype type = mpi_datatype(in.dtype());
+  if (!one_node_) {
+    // Across nodes MPI's algorithm sends each byte over the network fewer times
+    // than an all-to-all does (a ring: (N-1)/N of the input per rank).
+    if (op.kind == ReduceOp::Kind::premul_sum) {
+      // Scale a copy: the caller's input must not change.
+      void* scaled = staging.scratch(in.nbytes());
+      std::memcpy(scaled, send, in.nbytes());
+      scale_in_place(scaled, in.numel(), in.dtype(), op.factor);
+      send = scaled;
+    }
+    void* recv = staging.output(out, /*in_place=*/false);
+    const MPI_Op mop = mpi_op(op, in.dtype());
+    std::function<void()> after;
+    if (op.kind == ReduceOp::Kind::avg) {
+      after = [recv, n = out.numel(), dtype = out.dtype(), size = size()] { divide_in_place(recv, n, dtype, size); };
+    }
+    return launch(
+        description, std::move(staging),
+        [=, this](std::vector<MPI_Request>& requests) {
+          requests.emplace_back();
+          DTR_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm_, &requests.back()));
+        },
+        std::move(after));
+  }
+  // Within a node, Open MPI's reduce_scatter_block moves and sums large buffers
+  // 2.5-4x slower than an all-to-all of the chunks followed by a local combine
+  // (4-64 MB over shared memory, 2 and 3 ranks), so each rank receives every
+  // rank's chunk for it and combines them itself, in rank order: contributions
+  // scaled first for premul_sum, the sum divided last for avg.
+  void* recv = staging.output(out, /*in_place=*/false);
+  void* chunks = staging.scratch(in.nbytes());
   auto combine = [recv, chunks, op, n = out.numel(), dtype = out.dtype(), bytes = out.nbytes(), size = size()] {
     if (bytes == 0) return;
     auto chunk = [&](int r) { return static_cast<char*>(chunks) + static_cast<size_t>(r) * bytes; };

@@ -42,9 +42,10 @@ class MpiProcessGroup final : public ProcessGroup {
   void check_device(const Tensor& t, std::string_view op) const override;
 
  private:
-  MpiProcessGroup(MPI_Comm comm, int rank, std::vector<int> global_ranks, std::string name);
+  MpiProcessGroup(MPI_Comm comm, int rank, std::vector<int> global_ranks, bool one_node, std::string name);
 
   MPI_Comm comm_;
+  bool one_node_;  // every rank on this node (shared memory), as MPI_COMM_TYPE_SHARED says
 };
 
 }  // namespace dtr::mesh::mpi
