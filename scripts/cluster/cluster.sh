@@ -28,7 +28,8 @@
 #   DTR_CLUSTER_LOCAL_DIR --local-dir's DIR, or empty
 #   DTR_CLUSTER_SWITCH    the switch namespace, which holds 10.213.N.1: run mpirun
 #                         there (scripts/cluster/mpirun.sh does), so that every
-#                         host is remote to it
+#                         host is remote to it; its net.ipv4.tcp_retries2 is 5,
+#                         so mpirun ends a job whose host dropped out in ~15 s
 # Host i is namespace ${DTR_CLUSTER_NAME}h$i with address 10.213.N.(11+i) and
 # hostname ${DTR_CLUSTER_NAME}h$i (each rank's processor name).
 # RATE is a tc rate (10gbit, 1gbit, 100mbit): every host's link is shaped to it
@@ -138,6 +139,10 @@ cmd_run() {
   flock -u 9
   exec 9>&-
   ip -n "$sw" link set lo up
+  # mpirun runs here. Open MPI 4.1's mpirun waits for a daemon it lost until TCP
+  # gives up resending to it: about 15 minutes at Linux's default tcp_retries2
+  # of 15, about 15 s at 5 (a launch node's setting; tests/cluster/host_dropout_test.sh).
+  ip netns exec "$sw" sysctl -qw net.ipv4.tcp_retries2=5
   ip -n "$sw" link add br0 type bridge
   ip -n "$sw" addr add "10.213.${number}.1/24" dev br0
   ip -n "$sw" link set br0 up

@@ -5,8 +5,9 @@
 # within DTR_COLLECTIVE_TIMEOUT plus the heartbeat window and a margin, and the
 # ranks of host 0 must name ranks 2 and 3 and host 1 as the ones that did not
 # answer. (Host 1's ranks report the same of host 0, but their output travels
-# over the cut link and is lost.) Open MPI 4.1's mpirun itself keeps waiting for
-# the daemon it can no longer reach; the test ends it and says so.
+# over the cut link and is lost.) mpirun must then end by itself too: it waits
+# for the daemon it lost until TCP gives up resending to it, which the cluster's
+# tcp_retries2 of 5 bounds (scripts/cluster/cluster.sh).
 #   host_dropout_test.sh COLLECTIVE_FAULT_PROBE
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,18 +40,25 @@ if [[ ${1:-} == --inside ]]; then
     sleep 0.2
   done
   elapsed_ms=$((($(date +%s%N) - start) / 1000000))
-  sleep 1
-  if kill -0 "$mpirun_pid" 2>/dev/null; then
-    echo "cluster: every rank ended; mpirun still waits for host 1's unreachable daemon (Open MPI 4.1): ending it"
-    kill -KILL "$mpirun_pid"
-  fi
+  # TCP's resending at tcp_retries2=5 (about 13 s after the ranks end) and a margin.
+  mpirun_limit_ms=$((limit_ms + 25000))
+  while kill -0 "$mpirun_pid" 2>/dev/null; do
+    if [[ $((($(date +%s%N) - start) / 1000000)) -gt $mpirun_limit_ms ]]; then
+      kill -KILL "$mpirun_pid"
+      cat "$log"
+      echo "FAIL: mpirun still ran $mpirun_limit_ms ms after host 1 dropped out, every rank gone" >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
+  mpirun_ms=$((($(date +%s%N) - start) / 1000000))
   wait "$mpirun_pid" 2>/dev/null || true
   cat "$log"
   for r in 0 1; do
     grep -q "\[dtr rank $r\] \[error\] collective timed out: .*ranks 2, 3 (host ${DTR_CLUSTER_NAME}h1) sent no heartbeat" "$log" ||
       { echo "FAIL: rank $r did not name ranks 2, 3 on host 1 as unreachable" >&2; exit 1; }
   done
-  echo "PASS: all ranks ended ${elapsed_ms} ms after host 1 dropped out (timeout ${timeout} s); host 0's ranks named host 1's"
+  echo "PASS: all ranks ended ${elapsed_ms} ms and mpirun ${mpirun_ms} ms after host 1 dropped out (timeout ${timeout} s); host 0's ranks named host 1's"
   exit 0
 fi
 probe=$1
