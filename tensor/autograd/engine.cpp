@@ -63,17 +63,21 @@ bool fill_missing(const Node& node, std::vector<Tensor>& grads) {
   return true;
 }
 
+// A Node may be a user's own (tensor/autograd/function.h), so what it returns is
+// checked with errors that say what apply() must return.
 void check_gradients(const Node& node, const std::vector<Tensor>& grad_inputs) {
-  DTR_INTERNAL_ASSERT(grad_inputs.size() == node.next_edges().size() || grad_inputs.empty(),
-                      "{} returned {} gradients for {} inputs", node.name(), grad_inputs.size(),
-                      node.next_edges().size());
+  DTR_CHECK(grad_inputs.size() == node.next_edges().size() || grad_inputs.empty(),
+            "backward: {}::apply returned {} gradients for its {} inputs; return one per input given to "
+            "set_history, in that order (an undefined Tensor for an input that gets none)",
+            node.name(), grad_inputs.size(), node.next_edges().size());
   for (size_t i = 0; i < grad_inputs.size(); ++i) {
     const Edge& e = node.next_edges()[i];
     if (!e.valid() || !grad_inputs[i].defined()) continue;
     const OutputMeta& expected = e.node->outputs()[e.input_nr];
-    DTR_INTERNAL_ASSERT(grad_inputs[i].sizes() == expected.shape,
-                        "{} returned a gradient of shape {} for input {} of shape {}", node.name(),
-                        shape_str(grad_inputs[i].sizes()), i, shape_str(expected.shape));
+    DTR_CHECK(grad_inputs[i].sizes() == expected.shape,
+              "backward: {}::apply returned a gradient of shape {} for input {}, whose shape is {}; return "
+              "each input's gradient in that input's shape (autograd::sum_to undoes broadcasting)",
+              node.name(), shape_str(grad_inputs[i].sizes()), i, shape_str(expected.shape));
   }
 }
 

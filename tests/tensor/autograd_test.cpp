@@ -52,7 +52,36 @@ Tensor scale_by_saved(const Tensor& x, const Tensor& c) {
   return out;
 }
 
+// A user's node that gets its gradients wrong: `count` of them, each of `shape`.
+class WrongGradients final : public autograd::Node {
+ public:
+  WrongGradients(size_t count, Shape shape) : count_(count), shape_(std::move(shape)) {}
+  std::string name() const override { return "WrongGradients"; }
+  std::vector<Tensor> apply(std::vector<Tensor>) override {
+    return std::vector<Tensor>(count_, ones(shape_, {.dtype = DType::f64}));
+  }
+
+ private:
+  size_t count_;
+  Shape shape_;
+};
+
 }  // namespace
+
+TEST_CASE("a node returning the wrong number or shape of gradients gets an error saying what apply must return",
+          "[autograd]") {
+  Tensor a = iota({2, 3}).requires_grad_();
+  Tensor b = iota({3}).requires_grad_();
+  auto run = [&](size_t count, Shape shape) {
+    Tensor out = zeros({2, 3}, {.dtype = DType::f64});
+    autograd::set_history(std::make_shared<WrongGradients>(count, std::move(shape)), {&a, &b}, {&out});
+    sum(out).backward();
+  };
+  CHECK_THROWS_WITH(run(1, {2, 3}), Catch::Contains("WrongGradients::apply returned 1 gradients for its 2 inputs") &&
+                                        Catch::Contains("one per input given to set_history"));
+  CHECK_THROWS_WITH(run(2, {2, 3}), Catch::Contains("gradient of shape [2, 3] for input 1, whose shape is [3]") &&
+                                        Catch::Contains("autograd::sum_to"));
+}
 
 TEST_CASE("gradients flow back through chains of views to the leaf", "[autograd]") {
   Tensor x = iota({2, 3, 4}).requires_grad_();
