@@ -50,6 +50,13 @@ bool on_one_node(MPI_Comm comm) {
   return node_size == size;
 }
 
+// What avg adds after MPI's sum: the division by the group size (nothing for
+// other ops).
+std::function<void()> avg_division(ReduceOp op, void* data, int64_t count, DType dtype, int size) {
+  if (op.kind != ReduceOp::Kind::avg) return {};
+  return [=] { divide_in_place(data, count, dtype, size); };
+}
+
 // Issues one MPI operation: `issue` starts its requests on host pointers prepared
 // through `staging`; `after` runs once they complete (before outputs are copied back).
 WorkPtr launch(const std::string& description, HostStaging staging,
@@ -139,17 +146,13 @@ WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, 
     }
     void* recv = staging.output(out, /*in_place=*/false);
     const MPI_Op mop = mpi_op(op, in.dtype());
-    std::function<void()> after;
-    if (op.kind == ReduceOp::Kind::avg) {
-      after = [recv, n = out.numel(), dtype = out.dtype(), size = size()] { divide_in_place(recv, n, dtype, size); };
-    }
     return launch(
         description, std::move(staging),
         [=, this](std::vector<MPI_Request>& requests) {
           requests.emplace_back();
           DTR_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm_, &requests.back()));
         },
-        std::move(after));
+        avg_division(op, recv, out.numel(), out.dtype(), size()));
   }
   // Within a node, Open MPI's reduce_scatter_block moves and sums large buffers
   // 2.5-4x slower than an all-to-all of the chunks followed by a local combine
@@ -185,17 +188,13 @@ WorkPtr MpiProcessGroup::do_all_reduce(const Tensor& t, ReduceOp op, const Colle
   int count = mpi_count(t.numel(), description);
   MPI_Datatype type = mpi_datatype(t.dtype());
   MPI_Op mop = mpi_op(op, t.dtype());
-  std::function<void()> after;
-  if (op.kind == ReduceOp::Kind::avg) {
-    after = [data, n = t.numel(), dtype = t.dtype(), size = size()] { divide_in_place(data, n, dtype, size); };
-  }
   return launch(
       description, std::move(staging),
       [=, this](std::vector<MPI_Request>& requests) {
         requests.emplace_back();
         DTR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, comm_, &requests.back()));
       },
-      std::move(after));
+      avg_division(op, data, t.numel(), t.dtype(), size()));
 }
 
 WorkPtr MpiProcessGroup::do_broadcast(const Tensor& t, int root, const CollectiveCall& call) {
