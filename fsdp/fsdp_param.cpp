@@ -66,20 +66,19 @@ void FSDPParam::release_unsharded() {
   if (unsharded_.defined() && !aliases_shard_) unsharded_.storage().release();
 }
 
-bool FSDPParam::alias_shard() {
+void FSDPParam::alias_shard() {
   const Tensor shard = sharded();
   DTR_INTERNAL_ASSERT(shard.sizes() == global_shape() && shard.dtype() == compute_dtype_,
                       "alias_shard: '{}' is not whole in its compute dtype", fqn_);
   if (aliases_shard_ && unsharded_.storage().is_same(shard.storage()) &&
       unsharded_.storage_offset() == shard.storage_offset() && unsharded_.strides() == shard.strides()) {
-    return false;
+    return;
   }
   install_sharded();  // the slots must take the new tensor
   unsharded_ = shard.detach();
   unsharded_padded_ = Tensor();
   if (requires_grad_) unsharded_.requires_grad_();
   aliases_shard_ = true;
-  return true;
 }
 
 bool FSDPParam::unsharded_allocated() const { return unsharded_.defined() && unsharded_.storage().is_allocated(); }

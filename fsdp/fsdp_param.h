@@ -77,8 +77,8 @@ class FSDPParam {
   bool unsharded_allocated() const;
   // Makes the unsharded tensor a leaf over the shard's memory (again, when the
   // slots got a new shard). Only over one rank, where the shard is the whole
-  // parameter in the compute dtype. True when the tensor is a new object.
-  bool alias_shard();
+  // parameter in the compute dtype.
+  void alias_shard();
 
   // Makes every slot's module compute with the unsharded tensor / with the shard
   // again (nn::Module::install_parameter; the shard stays the slots' own tensor).

@@ -192,19 +192,21 @@ void FSDPParamGroup::wait_for_reduce_scatter() {
   // a new tensor (one launch on CUDA).
   std::vector<CopyJob> copy_out;
   std::vector<Tensor> locals(params_.size());
+  bool grads_view_reduced = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor shard = params_[i]->sharded();
     if (!shard.requires_grad()) continue;
     Tensor rows = collectives_.shard_rows(reduced, i);
     if (!shard.grad().defined() && rows.dtype() == shard.dtype() && rows.device() == shard.device()) {
       locals[i] = rows;
-      reduced.storage().set_tag(MemoryTag::grad);
+      grads_view_reduced = true;
       continue;
     }
     locals[i] = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .device = shard.device()});
     copy_out.push_back({locals[i], rows});
   }
   copy_batch(copy_out);
+  if (grads_view_reduced) reduced.storage().set_tag(MemoryTag::grad);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!locals[i].defined()) continue;
     Tensor shard = params_[i]->sharded();

@@ -1,6 +1,7 @@
 #include "mesh/mpi/mpi_types.h"
 
 #include "base/error.h"
+#include "mesh/mpi/host_staging.h"
 
 #include <algorithm>
 
@@ -14,33 +15,18 @@ MPI_Op g_half_sum = MPI_OP_NULL;
 MPI_Op g_half_max = MPI_OP_NULL;
 MPI_Op g_half_min = MPI_OP_NULL;
 
-template <class T, class Combine>
-void combine_halves(const void* in, void* inout, int len, Combine combine) {
-  const T* a = static_cast<const T*>(in);
-  T* b = static_cast<T*>(inout);
-  for (int i = 0; i < len; ++i) {
-    b[i] = static_cast<T>(combine(static_cast<float>(a[i]), static_cast<float>(b[i])));
-  }
-}
+DType half_dtype(const MPI_Datatype* type) { return *type == g_bf16 ? DType::bf16 : DType::f16; }
 
-template <class Combine>
-void combine_by_type(void* in, void* inout, int* len, MPI_Datatype* type, Combine combine) {
-  if (*type == g_bf16) {
-    combine_halves<bf16>(in, inout, *len, combine);
-  } else {
-    combine_halves<f16>(in, inout, *len, combine);
-  }
-}
-
-// NaN propagates through max/min like the native ops on floats in dtr's kernels.
+// The user-defined ops for bf16 and f16: the backend's host combine
+// (mesh/mpi/host_staging.h), which works in f32 and rounds once.
 void half_sum(void* in, void* inout, int* len, MPI_Datatype* type) {
-  combine_by_type(in, inout, len, type, [](float a, float b) { return a + b; });
+  combine_in_place(inout, in, *len, half_dtype(type), ReduceOp::Kind::sum);
 }
 void half_max(void* in, void* inout, int* len, MPI_Datatype* type) {
-  combine_by_type(in, inout, len, type, [](float a, float b) { return (a != a || a > b) ? a : b; });
+  combine_in_place(inout, in, *len, half_dtype(type), ReduceOp::Kind::max);
 }
 void half_min(void* in, void* inout, int* len, MPI_Datatype* type) {
-  combine_by_type(in, inout, len, type, [](float a, float b) { return (a != a || a < b) ? a : b; });
+  combine_in_place(inout, in, *len, half_dtype(type), ReduceOp::Kind::min);
 }
 
 }  // namespace
