@@ -7,11 +7,11 @@
 // (a memcpy's destination lines may also be read for ownership, uncounted; the
 // optimizer writes only lines it has just read, so it can beat that figure).
 //   build/dev/bench/dtr_adamw_bench [steps=5] [threads...=1 2]
-#include "kernels/cpu/cpu_level.h"
-#include "kernels/cpu/parallel.h"
-#include "nn/optim/adamw.h"
-#include "tensor/factory.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/random.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// TFLOP/s of the fused CUDA attention kernels (kernels/cuda/attention.h), forward
+// TFLOP/s of the fused CUDA attention kernels (dtr/kernels/cuda/attention.h), forward
 // and forward + backward, causal bf16, on the shapes of a GPT-2-small layer and of a
 // GQA model layer:
 //   B 4, H 12, T 1024, D 64            B 1, Hq 32, Hkv 8, T 2048, D 128
@@ -6,9 +6,9 @@
 // FLOPs counted as FlashAttention does: forward 4 B Hq T S D (halved for causal),
 // backward 2.5x the forward. Times are the median of event-timed runs after a
 // warm-up. Usage: dtr_attention_bench   (prints one table)
-#include "kernels/cuda/attention.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
+#include "dtr/kernels/cuda/attention.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
 
 #include <algorithm>
 #include <cmath>

@@ -22,11 +22,11 @@
 //       [--sizes 1,4,16,64] [--reps 20] [--warmup 3] [--skip-overlap]
 //       [--overlap-mb 16] [--gemm-n 0]
 // DTR_MPI_PROGRESS_INTERVAL_US sets the progress thread's polling interval (default 20).
-#include "kernels/cpu/cpu_level.h"
-#include "kernels/cpu/parallel.h"
-#include "mesh/distributed.h"
-#include "tensor/factory.h"
-#include "tensor/ops/matmul.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/matmul.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Bandwidth of the fused multi-tensor CUDA AdamW (kernels/cuda/adamw.h) against a
+// Bandwidth of the fused multi-tensor CUDA AdamW (dtr/kernels/cuda/adamw.h) against a
 // device-to-device cudaMemcpy, for ~100M f32 parameters split into a model-like
 // mix of tensors (4M-element matrices, 768 x 3072 ones, 768- and 3072-element
 // vectors), each array's tensors 256-byte aligned in one allocation.
@@ -15,12 +15,12 @@
 //   cuda_adamw_bench [parameters]   (default 100M)
 #include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
-#include "kernels/cuda/adamw.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/grad_norm.h"
-#include "kernels/cuda/multi_copy.h"
-#include "kernels/cuda/sgd.h"
-#include "kernels/scalar_types.h"
+#include "dtr/kernels/cuda/adamw.h"
+#include "dtr/kernels/cuda/cuda_check.h"
+#include "dtr/kernels/cuda/grad_norm.h"
+#include "dtr/kernels/cuda/multi_copy.h"
+#include "dtr/kernels/cuda/sgd.h"
+#include "dtr/kernels/scalar_types.h"
 
 #include <cuda_runtime.h>
 

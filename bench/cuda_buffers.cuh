@@ -2,8 +2,8 @@
 // on every run, no host round trip) and freed by their owner. Shared by the CUDA benches.
 #pragma once
 
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/scalar_types.h"
+#include "dtr/kernels/cuda/cuda_check.h"
+#include "dtr/kernels/scalar_types.h"
 
 #include <cuda_runtime.h>
 

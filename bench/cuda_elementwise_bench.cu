@@ -19,9 +19,9 @@
 // the misaligned path moves 2-4 bytes per access, and the N-D path divides in 64 bits.
 #include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/elementwise.h"
-#include "kernels/scalar_types.h"
+#include "dtr/kernels/cuda/cuda_check.h"
+#include "dtr/kernels/cuda/elementwise.h"
+#include "dtr/kernels/scalar_types.h"
 
 #include <cuda_runtime.h>
 

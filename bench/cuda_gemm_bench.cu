@@ -9,8 +9,8 @@
 // which ran), the wgmma kernel forced to 128- and 256-wide tiles, cuBLAS, and the
 // relative norm of the difference between dtr's default result and cuBLAS's.
 //   cuda_gemm_bench [--quick]   (--quick: square 4096 NN and GPT-2's shapes that matter most)
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/gemm_sm90.h"
+#include "dtr/kernels/cuda/gemm.h"
+#include "dtr/kernels/cuda/gemm_sm90.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -182,7 +182,7 @@ void run(cublasHandle_t handle, const Problem& p, const char* dtype) {
 
 }  // namespace
 
-// What the epilogue costs (kernels/gemm_epilogue.h): one GEMM of `p` plain, with a
+// What the epilogue costs (dtr/kernels/gemm_epilogue.h): one GEMM of `p` plain, with a
 // bias row, and with bias, GELU and the pre-activation stored, as a Linear layer and
 // GPT-2's feed-forward up projection run them.
 template <class T>

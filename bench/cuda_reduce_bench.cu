@@ -1,5 +1,5 @@
-// Bandwidth of the CUDA row reductions and softmax (kernels/cuda/reduce.h,
-// kernels/cuda/softmax.h) against a device-to-device copy on the same GPU.
+// Bandwidth of the CUDA row reductions and softmax (dtr/kernels/cuda/reduce.h,
+// dtr/kernels/cuda/softmax.h) against a device-to-device copy on the same GPU.
 // Each kernel is memory-bound: its floor is (bytes read + bytes written) / the
 // copy's bandwidth, so "% of copy" is the figure to watch (target >= 80%).
 // Inputs are random (never zeros); times are the median of event-timed runs
@@ -31,10 +31,10 @@
 // of Eigen's software rounding.
 #include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/reduce.h"
-#include "kernels/cuda/softmax.h"
-#include "kernels/scalar_types.h"
+#include "dtr/kernels/cuda/cuda_check.h"
+#include "dtr/kernels/cuda/reduce.h"
+#include "dtr/kernels/cuda/softmax.h"
+#include "dtr/kernels/scalar_types.h"
 
 #include <cuda_runtime.h>
 

@@ -12,13 +12,13 @@
 //   dtr_cuda_rowwise_bench   (no arguments; the GPU is device 0)
 #include "bench/cuda_buffers.cuh"
 #include "bench/cuda_timing.cuh"
-#include "kernels/cuda/copy.h"
-#include "kernels/cuda/cross_entropy.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/elementwise.h"
-#include "kernels/cuda/embedding.h"
-#include "kernels/cuda/norm.h"
-#include "kernels/scalar_types.h"
+#include "dtr/kernels/cuda/copy.h"
+#include "dtr/kernels/cuda/cross_entropy.h"
+#include "dtr/kernels/cuda/cuda_check.h"
+#include "dtr/kernels/cuda/elementwise.h"
+#include "dtr/kernels/cuda/embedding.h"
+#include "dtr/kernels/cuda/norm.h"
+#include "dtr/kernels/scalar_types.h"
 
 #include <cuda_runtime.h>
 

@@ -4,7 +4,7 @@
 // Shared by the CUDA benchmarks.
 #pragma once
 
-#include "kernels/cuda/cuda_check.h"
+#include "dtr/kernels/cuda/cuda_check.h"
 
 #include <cuda_runtime.h>
 

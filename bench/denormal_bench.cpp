@@ -1,14 +1,14 @@
-// What flushing subnormals to zero (kernels/cpu/denormals.h) buys on this CPU: ms
+// What flushing subnormals to zero (dtr/kernels/cpu/denormals.h) buys on this CPU: ms
 // for an f32 elementwise multiply whose inputs and results are subnormal, and for
 // a 512^3 f32 GEMM whose A is subnormal, with flushing off and on (best of 5 runs,
 // all threads), and the same on normal inputs as the yardstick that flushing
 // cannot change.
 //   build/release/bench/dtr_denormal_bench
-#include "kernels/cpu/cpu_level.h"
-#include "kernels/cpu/denormals.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/parallel.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/denormals.h"
+#include "dtr/kernels/cpu/elementwise.h"
+#include "dtr/kernels/cpu/gemm.h"
+#include "dtr/kernels/cpu/parallel.h"
 
 #include <fmt/format.h>
 

@@ -20,7 +20,7 @@
 //    (f32 parameter, gradient and AdamW's two moments). Forward and backward run
 //    under MemoryTagGuard(activation), so untagged allocations there count as
 //    activations.
-//  - With --profile-overhead: the step profiler's cost (tensor/profiler.h):
+//  - With --profile-overhead: the step profiler's cost (dtr/tensor/profiler.h):
 //    --steps pairs of FSDP steps, one with the profiler off and one with it on
 //    (recording every span; the trace is not written), in alternating order;
 //    the medians of the slowest rank, their ratio and the events per step.
@@ -57,21 +57,21 @@
 //       [--profile-overhead] [--hsdp] [--reshard-to K] [--count-interface eth0]
 // --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
-#include "base/error.h"
-#include "fsdp/fully_shard.h"
-#include "kernels/cpu/cpu_level.h"
-#include "kernels/cpu/parallel.h"
-#include "mesh/device_mesh.h"
-#include "mesh/distributed.h"
-#include "nn/activation_checkpoint.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/memory_stats.h"
-#include "tensor/ops/nn.h"
-#include "tensor/profiler.h"
-#include "tensor/random.h"
+#include "dtr/base/error.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/activation_checkpoint.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/memory_stats.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/profiler.h"
+#include "dtr/tensor/random.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

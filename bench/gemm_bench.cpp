@@ -3,10 +3,10 @@
 //   (b) dtr::matmul with kernels::set_num_threads(1), and its ratio to (a),
 //   (c) dtr::matmul with the default thread count (DTR_NUM_THREADS or the core count).
 // Each figure is the best of several timed runs after one warm-up run.
-#include "kernels/cpu/cpu_level.h"
-#include "kernels/cpu/parallel.h"
-#include "tensor/factory.h"
-#include "tensor/ops/matmul.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/matmul.h"
 
 #include <fmt/format.h>
 #include <Eigen/Core>

@@ -1,6 +1,6 @@
 #include "bench/kernel_table.h"
 
-#include "base/error.h"
+#include "dtr/base/error.h"
 
 #include <cupti.h>
 #include <cxxabi.h>

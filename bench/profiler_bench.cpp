@@ -1,11 +1,11 @@
-// The step profiler's cost per span (tensor/profiler.h): nanoseconds for one
+// The step profiler's cost per span (dtr/tensor/profiler.h): nanoseconds for one
 // DTR_PROFILE_SCOPE with the profiler off (one relaxed atomic load) and on (two
 // steady_clock reads and an append to the thread's buffer), over --spans spans.
 // Multiply by the spans a step records (the trace's event count / steps) for the
 // cost per step; bench/fsdp_step_bench with and without DTR_PROFILE measures it
 // end to end.
 //   build/release/bench/dtr_profiler_bench [--spans 200000]
-#include "tensor/profiler.h"
+#include "dtr/tensor/profiler.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -6,7 +6,7 @@
 # machine: this script is run there by scripts/device_bench.sh and is imported by
 # nothing in the project.
 #
-# The model mirrors nn/transformer.{h,cpp} (style gpt2): token embedding 50257 x 768
+# The model mirrors dtr/nn/transformer.{h,cpp} (style gpt2): token embedding 50257 x 768
 # plus learned position embedding 1024 x 768; 12 pre-norm blocks
 #   h = x + wo(sdpa_causal(wq(ln1(x)), wk(ln1(x)), wv(ln1(x))))
 #   y = h + down(gelu_tanh(up(ln2(h))))

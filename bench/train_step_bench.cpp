@@ -4,14 +4,14 @@
 // 1024^3 f32 GEMM through the matmul op on this machine (the target: the step at
 // >= 60% of the GEMM rate).
 //   build/release/bench/dtr_train_step_bench [steps=2]
-#include "kernels/cpu/cpu_level.h"
-#include "kernels/cpu/parallel.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/factory.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-# The CPU kernels at several instruction-set levels in one library (kernels/cpu/cpu_level.h).
+# The CPU kernels at several instruction-set levels in one library (dtr/kernels/cpu/cpu_level.h).
 #
 # dtr_add_cpu_levels(<prefix> SOURCES <files...>) compiles the sources once per level,
 # with DTR_CPU_LEVEL=<level> (the namespace their definitions go in) and the level's

@@ -37,7 +37,7 @@ add_library(dtr_config_base INTERFACE)
 target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${RANDOM123_INCLUDE_DIR}>)
 target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Threads::Threads MPI::MPI_CXX
                                                 nlohmann_json::nlohmann_json)
-# xxhash is used only inside dtr's sources (checkpoint/checksum.cpp): its
+# xxhash is used only inside dtr's sources (dtr/checkpoint/checksum.cpp): its
 # header stays private, and a consumer links the library by name (found again by
 # dtrConfig.cmake).
 target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${XXHASH_INCLUDE_DIR}>)

@@ -5,8 +5,11 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS dtr dtr_config dtr_config_base EXPORT dtrTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Headers keep their dtr/ prefix, so <dtr/...> is the only name a consumer's
+# include path gains.
+install(FILES ${PROJECT_SOURCE_DIR}/dtr/dtr.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtr)
 foreach(dir IN LISTS DTR_LAYERS)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtr
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/dtr/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dtr
     FILES_MATCHING PATTERN "*.h")
 endforeach()
 install(EXPORT dtrTargets NAMESPACE dtr:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dtr)

@@ -1,10 +1,11 @@
-# The layers of dtr, bottom to top. Each layer is a folder of the same name built as
-# the OBJECT library dtr_<layer>, and may use only itself and the layers before it
-# in this list. The build enforces that: a layer's sources are compiled against an
-# include "view" (build/layer_views/<layer>/) holding links to exactly those
-# folders, so an include that reaches upward (say "fsdp/fully_shard.h" from
-# tensor/) is a "No such file" compile error. The repository root itself is on
-# no layer's include path; programs and tests that link dtr::dtr see every layer.
+# The layers of dtr, bottom to top. Each layer is a folder of the same name under
+# dtr/, built as the OBJECT library dtr_<layer>, and may use only itself and the
+# layers before it in this list. The build enforces that: a layer's sources are
+# compiled against an include "view" (build/layer_views/<layer>/dtr/) holding links
+# to exactly those folders, so an include that reaches upward (say
+# "dtr/fsdp/fully_shard.h" from dtr/tensor/) is a "No such file" compile error. The
+# repository root itself is on no layer's include path; programs and tests that
+# link dtr::dtr see every layer.
 set(DTR_LAYERS base kernels tensor mesh dtensor nn fsdp checkpoint)
 
 # dtr_layer_view(<layer> <out-var>): creates the include view of <layer> and returns
@@ -16,10 +17,10 @@ function(dtr_layer_view layer out_var)
   endif()
   set(view ${PROJECT_BINARY_DIR}/layer_views/${layer})
   file(REMOVE_RECURSE ${view})
-  file(MAKE_DIRECTORY ${view})
+  file(MAKE_DIRECTORY ${view}/dtr)
   foreach(index RANGE ${position})
     list(GET DTR_LAYERS ${index} visible)
-    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${visible} ${view}/${visible} SYMBOLIC)
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/dtr/${visible} ${view}/dtr/${visible} SYMBOLIC)
   endforeach()
   set(${out_var} ${view} PARENT_SCOPE)
 endfunction()

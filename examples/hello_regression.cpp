@@ -4,12 +4,7 @@
 // (2/n · Xᵀ(Xw − y)). The loss falls to the noise floor and the fitted weights
 // match the true ones. (Autograd, modules and FSDP arrive in later layers; the
 // FSDP training job will take this program's place.)
-#include "base/log.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include <dtr/dtr.h>
 
 #include <fmt/format.h>
 

@@ -7,15 +7,8 @@
 // what it prints: nothing allocated on meta, 4 * Psi / N (+ at most one padding row
 // per parameter) bytes of parameters per rank, as much gradient and twice as much
 // AdamW state; the loss falls; the checkpoint has its metadata. Exit 1 otherwise.
-#include "checkpoint/checkpoint.h"
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include <dtr/dtr.h>
+#include <dtr/tensor/allocator.h>
 
 #include <fmt/format.h>
 

@@ -3,14 +3,8 @@
 // ranks and trained with Adam on synthetic data, each rank on its slice of the batch.
 //   mpirun -np 2 build/release/examples/dtr_simple_model [steps=30]
 // Exits 1 unless the loss (averaged over the ranks) fell below half its start.
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
-#include "nn/optim/adam.h"
-#include "nn/simple_model.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include <dtr/dtr.h>
+#include <dtr/nn/simple_model.h>
 
 #include <fmt/format.h>
 

@@ -4,13 +4,8 @@
 // Each rank holds about 1/N of the parameters, gradients and AdamW state; rank 0
 // prints the loss (averaged over the ranks) and the per-rank state memory. The
 // process exits non-zero if the loss did not fall below half its start.
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
+#include <dtr/dtr.h>
+#include <dtr/tensor/allocator.h>
 
 #include <fmt/format.h>
 

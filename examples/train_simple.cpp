@@ -1,12 +1,7 @@
 // train_simple: a model defined and trained in about twenty lines — the
 // seed documents' SimpleModel learning a synthetic 10-class problem with AdamW.
-#include "nn/optim/adamw.h"
-#include "nn/simple_model.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include <dtr/dtr.h>
+#include <dtr/nn/simple_model.h>
 
 #include <fmt/format.h>
 

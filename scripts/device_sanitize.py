@@ -6,7 +6,7 @@ command, or a build carried over). Each CTest entry labelled `gpu` (not `mpi`) r
 its own `compute-sanitizer --tool TOOL <test command>`, several at once on the one GPU,
 each under a time limit, all of them under an overall budget, so that a run fits one
 device call and says exactly what it covered. The allocator's caching is turned off
-(DTR_CUDA_NO_CACHING=1, see tensor/cuda/cuda_allocator.h) so memcheck sees every
+(DTR_CUDA_NO_CACHING=1, see dtr/tensor/cuda/cuda_allocator.h) so memcheck sees every
 tensor's own bounds.
 
 Writes OUT/sanitize-TOOL.txt (one line per test: status, seconds, name) and a log per

@@ -14,7 +14,7 @@
 // dataset's (256 for bytes, 50257 for llm.c shards) unless the file sets a larger one.
 #pragma once
 
-#include "nn/transformer.h"
+#include "dtr/nn/transformer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -2,11 +2,11 @@
 
 #include "dataset.h"
 
-#include "fsdp/memory_estimate.h"
-#include "fsdp/wrap_policy.h"
-#include "nn/transformer.h"
-#include "nn/transformer_memory.h"
-#include "tensor/allocator.h"
+#include "dtr/fsdp/memory_estimate.h"
+#include "dtr/fsdp/wrap_policy.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/nn/transformer_memory.h"
+#include "dtr/tensor/allocator.h"
 
 #include <fmt/format.h>
 

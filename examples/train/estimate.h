@@ -1,5 +1,5 @@
 // dtr-train --estimate-only: the per-rank memory a training job of this
-// configuration would need (fsdp/memory_estimate.h), printed without building
+// configuration would need (dtr/fsdp/memory_estimate.h), printed without building
 // the model anywhere but on the meta device, so any shape (a 7B model on a
 // laptop) can be planned. The world size is the job's, or --world-size N.
 //

@@ -1,7 +1,7 @@
 #include "generate.h"
 
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
 
 #include <fmt/format.h>
 

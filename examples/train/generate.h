@@ -9,8 +9,8 @@
 // the last bit. The context is the last `context` tokens.
 #pragma once
 
-#include "mesh/process_group.h"
-#include "nn/module.h"
+#include "dtr/mesh/process_group.h"
+#include "dtr/nn/module.h"
 
 #include <cstdint>
 #include <string>

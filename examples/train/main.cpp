@@ -5,8 +5,8 @@
 #include "stop_signal.h"
 #include "trainer.h"
 
-#include "kernels/cpu/cpu_level.h"
-#include "mesh/distributed.h"
+#include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/mesh/distributed.h"
 
 #include <cstdio>
 #include <exception>

@@ -7,7 +7,7 @@
 // checkpointing's recomputation is not counted.
 #pragma once
 
-#include "nn/transformer.h"
+#include "dtr/nn/transformer.h"
 
 #include <array>
 #include <cstdint>
@@ -36,7 +36,7 @@ struct StepRecord {
   bool skipped = false;       // --on-nonfinite skip dropped this step's update
 };
 
-// Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of tensor/memory_stats.h).
+// Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of dtr/tensor/memory_stats.h).
 using RankPeaks = std::vector<std::array<int64_t, 6>>;
 
 // One finished step as metrics.jsonl recorded it (for the plot of a resumed run).

@@ -1,12 +1,12 @@
 #include "train_checkpoint.h"
 
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/metadata.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include "dtr/checkpoint/checkpoint.h"
+#include "dtr/checkpoint/metadata.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/random.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

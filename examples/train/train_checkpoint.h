@@ -1,15 +1,15 @@
 // dtr-train's checkpoints: the sharded model, the AdamW state, the step, the data
 // sampler's position and the RNG state, through the distributed checkpoint API
-// (checkpoint/checkpoint.h), and what they were trained as: the model config and
+// (dtr/checkpoint/checkpoint.h), and what they were trained as: the model config and
 // the run settings a resume must keep (run_settings). Both calls are collective
 // over every rank; a checkpoint loads at any world size.
 #pragma once
 
 #include "sampler.h"
 
-#include "mesh/process_group.h"
-#include "nn/module.h"
-#include "nn/optim/optimizer.h"
+#include "dtr/mesh/process_group.h"
+#include "dtr/nn/module.h"
+#include "dtr/nn/optim/optimizer.h"
 
 #include <nlohmann/json.hpp>
 

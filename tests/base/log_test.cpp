@@ -1,5 +1,5 @@
 // Log lines carry the rank once it is set ("-" before distributed init).
-#include "base/log.h"
+#include "dtr/base/log.h"
 
 #include <catch2/catch.hpp>
 #include <spdlog/sinks/ostream_sink.h>

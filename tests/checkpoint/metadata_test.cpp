@@ -1,8 +1,8 @@
-// Checkpoint metadata (checkpoint/metadata.h) as a reader meets it: the JSON
+// Checkpoint metadata (dtr/checkpoint/metadata.h) as a reader meets it: the JSON
 // to_json writes reads back; an edit anywhere (here the step in the user's JSON)
 // or a missing checksum is refused; chunks that overlap, leave a gap or lie
 // outside their tensor are refused even when their element counts add up.
-#include "checkpoint/metadata.h"
+#include "dtr/checkpoint/metadata.h"
 
 #include <catch2/catch.hpp>
 

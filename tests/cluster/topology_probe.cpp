@@ -9,9 +9,9 @@
 //                                      the layout; a (2, N/2) mesh is built anyway (its
 //                                      warning is checked by the script)
 // Prints "PASS ..." on rank 0, or a FAIL line and exits 1 on the rank that found it.
-#include "mesh/device_mesh.h"
-#include "mesh/distributed.h"
-#include "tensor/factory.h"
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/tensor/factory.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -12,17 +12,17 @@
 // level the emulated CPU has, where any instruction above it would stop the run.
 #include "tests/cpu_levels/level_under_test.h"
 
-#include "kernels/cpu/adamw.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/copy.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/norm.h"
-#include "kernels/cpu/reduce.h"
-#include "kernels/cpu/sgd.h"
-#include "kernels/cpu/softmax.h"
+#include "dtr/kernels/cpu/adamw.h"
+#include "dtr/kernels/cpu/attention.h"
+#include "dtr/kernels/cpu/copy.h"
+#include "dtr/kernels/cpu/cross_entropy.h"
+#include "dtr/kernels/cpu/elementwise.h"
+#include "dtr/kernels/cpu/embedding.h"
+#include "dtr/kernels/cpu/gemm.h"
+#include "dtr/kernels/cpu/norm.h"
+#include "dtr/kernels/cpu/reduce.h"
+#include "dtr/kernels/cpu/sgd.h"
+#include "dtr/kernels/cpu/softmax.h"
 
 #include <catch2/catch.hpp>
 

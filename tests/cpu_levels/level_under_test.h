@@ -1,7 +1,7 @@
 // The instruction-set level the parity tests compare against baseline (main.cpp).
 #pragma once
 
-#include "kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/cpu_level.h"
 
 namespace dtr::test {
 

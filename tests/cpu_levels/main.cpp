@@ -5,8 +5,8 @@
 #define CATCH_CONFIG_RUNNER
 #include "tests/cpu_levels/level_under_test.h"
 
-#include "base/error.h"
-#include "kernels/cpu/cpu_level.h"
+#include "dtr/base/error.h"
+#include "dtr/kernels/cpu/cpu_level.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // shard_range: torch.chunk's split of n rows into k chunks, worked out by hand.
-#include "dtensor/dtensor_spec.h"
+#include "dtr/dtensor/dtensor_spec.h"
 
 #include <catch2/catch.hpp>
 

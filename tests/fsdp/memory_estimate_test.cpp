@@ -1,11 +1,11 @@
-// The memory estimator on a 7B-class Llama shape (fsdp/memory_estimate.h):
+// The memory estimator on a 7B-class Llama shape (dtr/fsdp/memory_estimate.h):
 // parameter count and per-rank state from the shapes alone, the printable table
 // for every strategy, and no tensor memory allocated to make them.
-#include "fsdp/memory_estimate.h"
-#include "fsdp/wrap_policy.h"
-#include "nn/transformer.h"
-#include "nn/transformer_memory.h"
-#include "tensor/allocator.h"
+#include "dtr/fsdp/memory_estimate.h"
+#include "dtr/fsdp/wrap_policy.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/nn/transformer_memory.h"
+#include "dtr/tensor/allocator.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 // behind the checksum (fields, chunk tiling, file references).
 #include "fuzz_target.h"
 
-#include "checkpoint/metadata.h"
+#include "dtr/checkpoint/metadata.h"
 
 #include <nlohmann/json.hpp>
 

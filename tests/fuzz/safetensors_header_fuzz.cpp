@@ -2,7 +2,7 @@
 // read_safetensors_header and read_safetensors_tensor read it.
 #include "fuzz_target.h"
 
-#include "checkpoint/safetensors.h"
+#include "dtr/checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const dtr::fuzz::ScratchFile file("input.safetensors");

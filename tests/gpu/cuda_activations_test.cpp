@@ -2,15 +2,15 @@
 // against the same ops on the cpu: gelu (erf and tanh forms), silu, and SwiGLU
 // as the Transformer computes it (silu(gate) * up); tanh, sigmoid and relu, whose
 // gradients come from the forward's output. The forwards are single elementwise
-// kernels (kernels/cuda/elementwise_unary.cu), and so are the activations'
-// gradients (kernels/cuda/elementwise_grad.cu; SwiGLU's product adds a mul).
+// kernels (dtr/kernels/cuda/elementwise_unary.cu), and so are the activations'
+// gradients (dtr/kernels/cuda/elementwise_grad.cu; SwiGLU's product adds a mul).
 // Tolerance: |gpu - cpu| <= atol * (1 + |cpu|) + k * out_rtol * |cpu| with atol
 // 1e-5 (f32, bf16, f16: the f32 transcendentals differ by a few ulp and the
 // gradient formulas chain several of them) or 1e-12 (f64), and k = 3 roundings of
 // the output type (2^-7 bf16, 2^-10 f16; 0 for f32 and f64).
 #include "gpu_test_support.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
 
 #include <catch2/catch.hpp>
 
@@ -98,7 +98,7 @@ TEST_CASE("cuda gelu, silu and SwiGLU forward and backward match the cpu", "[gpu
 }
 
 // tanh, sigmoid and relu take their gradient from the forward's output y in one kernel
-// (kernels/elementwise_functors.h). The cpu's y may differ from the gpu's by a rounding,
+// (dtr/kernels/elementwise_functors.h). The cpu's y may differ from the gpu's by a rounding,
 // and 1 - y² magnifies that near |y| = 1, so the reference is the gradient's formula in
 // double on the gpu's own y and the upstream gradient. Contiguous inputs run the
 // vectorised loop; a transposed input and upstream gradient run the strided ones.

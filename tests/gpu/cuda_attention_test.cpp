@@ -1,10 +1,10 @@
-// scaled_dot_product_attention (tensor/ops/attention.h) on cuda tensors against the
+// scaled_dot_product_attention (dtr/tensor/ops/attention.h) on cuda tensors against the
 // same op on the cpu: the output and the gradients of q, k and v (autograd backward
 // with one random dout), over B in {1, 2}, (Hq, Hkv) in {(1,1), (4,4), (8,2), (6,1)},
 // T and S in {1, 2, 17, 64, 129, 256} (T == S and T != S), D in {16, 32, 64, 80, 128},
 // causal or not, for f32, bf16 and f16 (bf16/f16 on both the tensor-core and the
 // CUDA-core kernels), plus f64, D = 256, non-contiguous inputs, the kernels' lse
-// (kernels/cuda/attention.h against kernels/cpu/attention.h), rows that see no key,
+// (dtr/kernels/cuda/attention.h against dtr/kernels/cpu/attention.h), rows that see no key,
 // empty sizes, run-to-run determinism and errors. Strided operands, read and written
 // in place: q, k, v stored [B, L, H, D] as an attention layer passes them (out and the
 // gradients must come back in that order), slices of one fused qkv buffer, and rows
@@ -24,13 +24,13 @@
 //   f32 1e-4, f64 1e-10, bf16 2e-2, f16 4e-3: bf16/f16 gradients are rounded once, the
 // cuda backward sees out rounded to the dtype (the cpu one keeps it in f32), and the
 // tensor-core kernels round P and dS to the dtype before their products.
-#include "base/error.h"
+#include "dtr/base/error.h"
 #include "gpu_test_support.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cuda/attention.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/attention.h"
+#include "dtr/kernels/cpu/attention.h"
+#include "dtr/kernels/cuda/attention.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/attention.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// CUDA cross_entropy (tensor/ops/nn.h, kernels/cuda/cross_entropy.h) against
+// CUDA cross_entropy (dtr/tensor/ops/nn.h, dtr/kernels/cuda/cross_entropy.h) against
 // the CPU op on the same inputs: the mean loss and the logits' gradient for every
 // floating dtype over vocab sizes {1, 2, 3, 255, 256, 1000, 50257} and row counts
 // {1, 2, 7, 512, 4096} (all pairs but 4096 x 50257, 206M logits), with and
@@ -7,7 +7,7 @@
 // logits, an incoming gradient other than 1, large logits; run-to-run
 // determinism; out-of-range targets. The gradient of large bf16/f16 logits whose
 // vocabulary is not a multiple of 8 has padded, 16-byte aligned rows
-// (tensor/ops/gemm_aligned_rows.h), and a tied head's GEMMs read it in place
+// (dtr/tensor/ops/gemm_aligned_rows.h), and a tied head's GEMMs read it in place
 // (dh, dW against the CPU within the matmul tests' 2e-3 (f16), 1e-2 (bf16)).
 //
 // Tolerances (the kernels sum in another order than the CPU and use expf (f32) or
@@ -23,13 +23,13 @@
 //             subnormal step) for f16, else 0.
 // Inputs are fresh random values each run (the seed is printed on failure).
 #include "gpu_test_support.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/matmul_backward.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/matmul_backward.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -12,10 +12,10 @@
 // exp), 16 ulp (pow, gelu_erf) and 64 ulp (gelu_tanh: exp(-2u) scales the rounding
 // of u by up to |2u| ~ 25 on [-6, 6]); bf16/f16 results, rounded from float, by 1 ulp.
 #include "gpu_test_support.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/random.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// CUDA embedding (tensor/ops/nn.h, kernels/cuda/embedding.h) against the CPU op
+// CUDA embedding (dtr/tensor/ops/nn.h, dtr/kernels/cuda/embedding.h) against the CPU op
 // on the same inputs: the forward gather for every dtype over vocab sizes
 // {1, 2, 3, 255, 256, 1000, 50257}, embedding dims {1, 3, 64, 768} and token
 // counts {1, 2, 7, 512, 4096} (every copy width: 16-, 8-, 4-, 2- and 1-byte
@@ -9,16 +9,16 @@
 //
 // Tolerance: none. The forward is a copy, and the CPU and CUDA backwards both
 // sum each table row's gradients in token order in acc_t<T> (float for
-// bf16/f16) starting from 0 and round once (kernels/cpu/embedding.cpp buckets
+// bf16/f16) starting from 0 and round once (dtr/kernels/cpu/embedding.cpp buckets
 // tokens with a stable counting pass; the CUDA kernel uses a stable radix sort),
 // so every dtype must match the CPU bit for bit. Inputs are fresh random values
 // each run (the seed is printed on failure).
 #include "gpu_test_support.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// CUDA GEMM (kernels/cuda/gemm.h) against a triple loop in double on the host:
+// CUDA GEMM (dtr/kernels/cuda/gemm.h) against a triple loop in double on the host:
 // every transpose combination, odd and tile-sized shapes, padded leading dims,
 // misaligned pointers (the guarded path), batch strides including 0 (broadcast),
 // alpha and beta. Every element must lie within a bound on the error of any f32
@@ -10,8 +10,8 @@
 // shapes it accepts, mma.sync on those it declines) and run the shape table again with
 // the wgmma path switched off, so that both kernels are checked on every H100.
 #include "gpu_test_support.h"
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/gemm_sm90.h"
+#include "dtr/kernels/cuda/gemm.h"
+#include "dtr/kernels/cuda/gemm_sm90.h"
 
 #include <catch2/catch.hpp>
 
@@ -77,7 +77,7 @@ struct Case {
   bool broadcast_a = false, broadcast_b = false;
   float alpha = 1.f, beta = 0.f;
   int64_t offset_a = 0;  // elements added to A's pointer (breaks 16-byte alignment)
-  // The epilogue (kernels/gemm_epilogue.h): a bias row, and an activation with its
+  // The epilogue (dtr/kernels/gemm_epilogue.h): a bias row, and an activation with its
   // pre-activation stored (in C's layout, as linear asks for it).
   bool bias = false;
   dtr::kernels::GemmActivation act = dtr::kernels::GemmActivation::none;

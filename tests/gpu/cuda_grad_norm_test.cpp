@@ -1,4 +1,4 @@
-// Gradient norms and clipping (nn/optim/clip_grad.h) on CUDA grads against the
+// Gradient norms and clipping (dtr/nn/optim/clip_grad.h) on CUDA grads against the
 // same calls on CPU copies: every norm type (2, 1, inf, 3, 0.5), every floating
 // dtype, sizes around the kernel's chunk (16384) and vector widths, misaligned
 // grads, more tensors than one launch's table, non-finite grads; clipping (scaled
@@ -10,14 +10,14 @@
 // clip, each grad element may differ by one rounding of its dtype (the two
 // coefficients differ in their last double bits): relative 2^-23 for f32, 2^-7
 // bf16, 2^-10 f16, 1e-15 f64. scale_grads_ with the same coefficient is bitwise.
-#include "base/error.h"
+#include "dtr/base/error.h"
 #include "gpu_test_support.h"
-#include "kernels/cuda/grad_norm.h"
-#include "nn/optim/clip_grad.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cuda/grad_norm.h"
+#include "dtr/nn/optim/clip_grad.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

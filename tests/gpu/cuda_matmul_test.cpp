@@ -8,13 +8,13 @@
 // failure). Both devices accumulate in f32 but in different orders, so results
 // agree within ||gpu - cpu|| / ||cpu|| <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16).
 #include "gpu_test_support.h"
-#include "kernels/cuda/gemm.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/softmax.h"
+#include "dtr/kernels/cuda/gemm.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

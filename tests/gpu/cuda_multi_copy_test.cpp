@@ -1,4 +1,4 @@
-// Multi-tensor copies on CUDA (kernels/cuda/multi_copy.h, through fsdp/copy_batch.h
+// Multi-tensor copies on CUDA (dtr/kernels/cuda/multi_copy.h, through dtr/fsdp/copy_batch.h
 // and directly) against the same copies done one by one with copy_ / zero_ on the
 // CPU: every same-dtype copy (all seven dtypes) and every floating conversion,
 // odd sizes (1 .. 100003), misaligned offsets, row-strided blocks, zero fills,
@@ -8,13 +8,13 @@
 // outside a destination shows up. Results must be equal BIT FOR BIT (a conversion
 // that yields NaN may differ in the NaN's payload bits only); copies are
 // deterministic by construction (each element written once, from its source).
-#include "base/error.h"
-#include "fsdp/copy_batch.h"
+#include "dtr/base/error.h"
+#include "dtr/fsdp/copy_batch.h"
 #include "gpu_test_support.h"
-#include "kernels/cuda/multi_copy.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
+#include "dtr/kernels/cuda/multi_copy.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

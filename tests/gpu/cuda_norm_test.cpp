@@ -1,4 +1,4 @@
-// CUDA layer_norm and rms_norm (kernels/cuda/norm.h through tensor/ops/nn.h),
+// CUDA layer_norm and rms_norm (dtr/kernels/cuda/norm.h through dtr/tensor/ops/nn.h),
 // forward and backward, against the CPU ops on the same inputs: rows in
 // {1, 2, 3, 64, 1000} x cols in {1, 2, 3, 31, 32, 33, 127, 512, 1000, 4097, 8192}
 // (every launch strategy: warp per row with 1, 2 and 4 vectors per lane, block
@@ -16,13 +16,13 @@
 // accumulation and 1e-13 for double, and out_rtol is one rounding of the output
 // type (2^-7 bf16, 2^-10 f16, 0 for f32 and f64), taken of max(|cpu|, 2^-14) since
 // below f16's smallest normal 2^-14 one rounding is an absolute 2^-24.
-#include "base/error.h"
+#include "dtr/base/error.h"
 #include "gpu_test_support.h"
-#include "kernels/cpu/norm.h"
-#include "kernels/cuda/norm.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
+#include "dtr/kernels/cpu/norm.h"
+#include "dtr/kernels/cuda/norm.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
 
 #include <catch2/catch.hpp>
 

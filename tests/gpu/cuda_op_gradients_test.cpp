@@ -11,11 +11,11 @@
 // backward formula rounds its result), in norm so that a value that rounds the other way
 // at a tie on one device does not decide.
 #include "gpu_test_support.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/softmax.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// FusedAdamW and FusedSGD on CUDA (kernels/cuda/adamw.h, sgd.h) against the same
+// FusedAdamW and FusedSGD on CUDA (dtr/kernels/cuda/adamw.h, sgd.h) against the same
 // optimizers on the CPU and the op-by-op AdamW and SGD on the CPU: parameters and
 // state (exp_avg and exp_avg_sq; the momentum buffer) must be equal BIT FOR BIT
 // (tolerance 0) in f32 and f64 after every step, over many tensors of sizes
@@ -8,19 +8,19 @@
 // more tensors than one launch's table holds; bf16 and f16 grads through the AdamW
 // kernel entry points (CUDA kernel vs CPU kernel, bitwise); run-to-run determinism;
 // and the errors for bad input.
-#include "base/error.h"
+#include "dtr/base/error.h"
 #include "gpu_test_support.h"
-#include "kernels/cpu/adamw.h"
-#include "kernels/cuda/adamw.h"
-#include "kernels/cuda/sgd.h"
-#include "nn/optim/adamw.h"
-#include "nn/optim/fused_adamw.h"
-#include "nn/optim/fused_sgd.h"
-#include "nn/optim/sgd.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cpu/adamw.h"
+#include "dtr/kernels/cuda/adamw.h"
+#include "dtr/kernels/cuda/sgd.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/fused_adamw.h"
+#include "dtr/nn/optim/fused_sgd.h"
+#include "dtr/nn/optim/sgd.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/op_by_op_optimizers.h"
 
 #include <catch2/catch.hpp>

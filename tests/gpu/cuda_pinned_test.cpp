@@ -3,12 +3,12 @@
 // source must not be reused while a copy still reads it), and
 // cuda::copy_to_host_async / copy_to_device_async. The stream is held busy by a sleeping host function,
 // so "in flight" is certain, not a matter of timing.
-#include "tensor/allocator.h"
-#include "tensor/cuda/cuda_copy.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/cuda/pinned_allocator.h"
-#include "tensor/factory.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/cuda/cuda_copy.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/cuda/pinned_allocator.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

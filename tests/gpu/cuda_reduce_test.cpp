@@ -10,11 +10,11 @@
 // |gpu - cpu| <= acc_rtol * sum|x| + out_rtol * |cpu| (acc_rtol from the
 // accumulation type, out_rtol one rounding of the output type).
 #include "gpu_test_support.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/softmax.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 
@@ -294,7 +294,7 @@ TEST_CASE("CUDA reductions give bitwise the same result on every run", "[gpu][re
 
 // ---------------------------------------------------------------------------
 // Reductions over the leading dims of a contiguous tensor: the column kernels
-// (kernels/cuda/reduce.h), which read [outer, inner] in place. Which path ran
+// (dtr/kernels/cuda/reduce.h), which read [outer, inner] in place. Which path ran
 // is not observable from here; the shapes below are ones the op sends there.
 
 namespace {

@@ -1,5 +1,5 @@
-// CUDA rope (kernels/cuda/rope.h), dropout (kernels/cuda/dropout.h) and the
-// random fills uniform_ / normal_ / trunc_normal_ (kernels/cuda/random.h) against
+// CUDA rope (dtr/kernels/cuda/rope.h), dropout (dtr/kernels/cuda/dropout.h) and the
+// random fills uniform_ / normal_ / trunc_normal_ (dtr/kernels/cuda/random.h) against
 // the CPU ops:
 //   - rope forward and backward over shapes, offsets, thetas and every floating
 //     dtype; non-contiguous inputs; bitwise determinism; bad shapes;
@@ -18,14 +18,14 @@
 // one output rounding for bf16/f16; trunc_normal_: 1e-12 (1 + |cpu|) plus one
 // rounding of the output type (f32 included: the double values may straddle a
 // rounding boundary).
-#include "base/error.h"
+#include "dtr/base/error.h"
 #include "gpu_test_support.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/dropout.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/rope.h"
-#include "tensor/random.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/dropout.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/rope.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

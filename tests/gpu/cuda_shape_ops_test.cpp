@@ -1,4 +1,4 @@
-// cat, stack and split (tensor/ops/shape_ops.h) on CUDA tensors against the
+// cat, stack and split (dtr/tensor/ops/shape_ops.h) on CUDA tensors against the
 // CPU ops on the same inputs: every dtype, every dim, empty, one-element, odd and
 // large operands, non-contiguous operands; gradients through all three (cat's
 // narrowed gradient, stack's unsqueeze + cat, split's per-piece narrow views with
@@ -8,11 +8,11 @@
 // strided copy kernel) and zero fills, and the gradient of a value used once is
 // accumulated as 0 + g, so everything must match the CPU bit for bit.
 #include "gpu_test_support.h"
-#include "tensor/autograd/engine.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/shape_ops.h"
-#include "tensor/random.h"
+#include "dtr/tensor/autograd/engine.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/shape_ops.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,11 +2,11 @@
 // arange on the device, all checked against values computed on the CPU; the
 // device's rounding to bf16 against Eigen's, bit for bit, over every class of float.
 #include "gpu_test_support.h"
-#include "tensor/allocator.h"
-#include "tensor/cuda/cuda_allocator.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/cuda/cuda_allocator.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
 
 #include <catch2/catch.hpp>
 
@@ -102,7 +102,7 @@ std::vector<float> floats_of_every_class() {
 }
 
 TEST_CASE("the device rounds f32 to bf16 to the cpu's bits, NaNs included", "[gpu]") {
-  // The device converts with cvt.rn.bf16.f32 (kernels/scalar_types.h); the cpu with
+  // The device converts with cvt.rn.bf16.f32 (dtr/kernels/scalar_types.h); the cpu with
   // Eigen. Both round to nearest even and make a NaN the quiet NaN of its sign.
   const std::vector<float> values = floats_of_every_class();
   const Tensor host = from_vector(values, {static_cast<int64_t>(values.size())});

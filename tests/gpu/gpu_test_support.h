@@ -12,12 +12,12 @@
 //   CHECK(relative_error(f(x.to(kGpu)), f(x)) <= 1e-2);
 #pragma once
 
-#include "base/error.h"
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/gemm_sm90.h"
-#include "tensor/factory.h"
-#include "tensor/random.h"
-#include "tensor/tensor.h"
+#include "dtr/base/error.h"
+#include "dtr/kernels/cuda/gemm.h"
+#include "dtr/kernels/cuda/gemm_sm90.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/random.h"
+#include "dtr/tensor/tensor.h"
 
 #include <catch2/catch.hpp>
 

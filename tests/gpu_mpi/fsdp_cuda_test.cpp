@@ -6,16 +6,16 @@
 // losses, same final full parameters, and each rank's CUDA memory holds its
 // 1/N of the parameters.
 #include "../mpi/mpi_test_util.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/dtensor_spec.h"
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
-#include "nn/optim/adamw.h"
-#include "nn/simple_model.h"
-#include "tensor/allocator.h"
-#include "tensor/cuda/cuda_runtime.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/dtensor/dtensor.h"
+#include "dtr/dtensor/dtensor_spec.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/simple_model.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

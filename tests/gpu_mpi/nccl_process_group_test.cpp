@@ -7,9 +7,9 @@
 // code under test; results are read back on the host after wait().
 #include "../mpi/collective_expectations.h"
 #include "../mpi/mpi_test_util.h"
-#include "mesh/debug_collectives.h"
-#include "mesh/process_group.h"
-#include "tensor/cuda/cuda_runtime.h"
+#include "dtr/mesh/debug_collectives.h"
+#include "dtr/mesh/process_group.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
 
 #include <catch2/catch.hpp>
 

@@ -14,6 +14,12 @@ if grep -nE "$scratch/prefix|/usr/local/cuda|/usr/include|/usr/lib" "$package"/*
   echo "FAIL: the installed package names absolute paths (above); it must find its dependencies itself" >&2
   exit 1
 fi
+# Consumers include <dtr/...>: the installed include folder holds dtr/ and nothing else.
+others=$(ls "$scratch/moved/include" | grep -vx dtr || true)
+if [[ -n $others ]]; then
+  echo "FAIL: the installed include folder has names besides dtr/: $others" >&2
+  exit 1
+fi
 cmake -S "$consumer" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/moved" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" >/dev/null

@@ -1,7 +1,7 @@
-// The fused AdamW kernel (kernels/cpu/adamw.h) directly: bf16 and f16 grads give
+// The fused AdamW kernel (dtr/kernels/cpu/adamw.h) directly: bf16 and f16 grads give
 // exactly what the same values widened to f32 give, across several tensors in one
 // call (sizes around the staging and vector widths, an empty one, differing steps).
-#include "kernels/cpu/adamw.h"
+#include "dtr/kernels/cpu/adamw.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
-// kernels/byte_window.h: every shift of a 16-byte window over two chunks against
+// dtr/kernels/byte_window.h: every shift of a 16-byte window over two chunks against
 // the bytes memcpy reads from the same place in memory.
-#include "kernels/byte_window.h"
+#include "dtr/kernels/byte_window.h"
 
 #include <catch2/catch.hpp>
 

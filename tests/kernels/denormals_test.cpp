@@ -1,10 +1,10 @@
-// Flush-to-zero of subnormals (kernels/cpu/denormals.h): off, a product that is
+// Flush-to-zero of subnormals (dtr/kernels/cpu/denormals.h): off, a product that is
 // subnormal stays subnormal and a subnormal input counts; on, both read as zero,
 // on the calling thread and in the thread pool's tasks alike. Reference values by
 // hand: 2^-130 is subnormal in f32 (the smallest normal is 2^-126).
-#include "kernels/cpu/denormals.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/parallel.h"
+#include "dtr/kernels/cpu/denormals.h"
+#include "dtr/kernels/cpu/elementwise.h"
+#include "dtr/kernels/cpu/parallel.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // CPU elementwise kernels against references computed here in double with plain loops.
 // Tolerances: f32 within 1e-5 relative, f64 within 1e-12 relative, and a bf16 result
 // within 1 bf16 ulp of the double reference rounded to bf16.
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/parallel.h"
+#include "dtr/kernels/cpu/elementwise.h"
+#include "dtr/kernels/cpu/parallel.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,8 +3,8 @@
 // leading dims (padding holds NaN, so reading it shows), strided and broadcast
 // batches, f32 accumulation for bf16/f16, bitwise equality across thread counts, and
 // the epilogue (bias row, GELU, pre-activation) against double references.
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/parallel.h"
+#include "dtr/kernels/cpu/gemm.h"
+#include "dtr/kernels/cpu/parallel.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,13 +1,13 @@
-// kernels/int_divider.h: IntDivider32's quotients and remainders against plain
+// dtr/kernels/int_divider.h: IntDivider32's quotients and remainders against plain
 // `/` and `%` for small divisors, powers of two and their neighbours, random
 // divisors up to 2^31, and the dividends at the edges of its range; and its magic
 // numbers against the bound the exactness proof rests on. In CUDA builds, also
-// StridedIndexer::offsets (kernels/cuda/strided_indexer.cuh) on the host: the
+// StridedIndexer::offsets (dtr/kernels/cuda/strided_indexer.cuh) on the host: the
 // 32-bit path against the 64-bit one for random shapes and strides.
-#include "kernels/int_divider.h"
+#include "dtr/kernels/int_divider.h"
 
 #ifdef DTR_WITH_CUDA
-#include "kernels/cuda/strided_indexer.cuh"
+#include "dtr/kernels/cuda/strided_indexer.cuh"
 #endif
 
 #include <catch2/catch.hpp>

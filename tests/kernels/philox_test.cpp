@@ -1,7 +1,7 @@
-// kernels/philox.h: Philox4x32-10 against Random123's published known answers, and the
+// dtr/kernels/philox.h: Philox4x32-10 against Random123's published known answers, and the
 // documented counter scheme (which words each element takes) against a reference
 // written here from the header comment, calling Random123 directly.
-#include "kernels/philox.h"
+#include "dtr/kernels/philox.h"
 
 #include <catch2/catch.hpp>
 
@@ -38,7 +38,7 @@ constexpr std::array<Kat, 3> kKats = {{
 
 uint64_t join(uint32_t lo, uint32_t hi) { return uint64_t{lo} | (uint64_t{hi} << 32); }
 
-// The scheme of kernels/philox.h, written out again from its header comment.
+// The scheme of dtr/kernels/philox.h, written out again from its header comment.
 std::array<uint32_t, 4> ref_words(uint64_t seed, uint64_t offset, uint64_t block) {
   philox4x32_key_t key = {{uint32_t(seed & 0xffffffffu), uint32_t(seed >> 32)}};
   philox4x32_ctr_t ctr = {{uint32_t(block & 0xffffffffu), uint32_t(block >> 32),

@@ -1,8 +1,8 @@
-// Row reduction kernels (kernels/cpu/reduce.h) on raw buffers, against plain
+// Row reduction kernels (dtr/kernels/cpu/reduce.h) on raw buffers, against plain
 // double-precision loops: accumulation type, pairwise accuracy, long rows split
 // into chunks, NaN handling, integer sums and thread-count independence.
-#include "kernels/cpu/parallel.h"
-#include "kernels/cpu/reduce.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/kernels/cpu/reduce.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
-// kernels/row_logsumexp.h: a row folded as the CUDA cross-entropy kernels fold it (each
+// dtr/kernels/row_logsumexp.h: a row folded as the CUDA cross-entropy kernels fold it (each
 // of n threads takes vectors t, t + n, ... of N elements, then the threads' states are
 // combined) against a direct computation in double of the row's max, sum of
 // exp(x - max), sum of (x - max) and count; over rows with NaN, +-inf, all -inf and
 // large values, several thread counts and vector widths, with and without the
 // label-smoothing sum.
-#include "kernels/row_logsumexp.h"
+#include "dtr/kernels/row_logsumexp.h"
 
 #include <catch2/catch.hpp>
 

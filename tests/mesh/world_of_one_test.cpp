@@ -3,14 +3,14 @@
 // themselves. Under a launcher that started several processes the same call is
 // an error that names the API. CTest runs each case in a process of its own,
 // started without mpirun, which these cases rely on.
-#include "checkpoint/full_state_dict.h"
-#include "checkpoint/safetensors.h"
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
-#include "nn/linear.h"
-#include "tensor/factory.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include "dtr/checkpoint/full_state_dict.h"
+#include "dtr/checkpoint/safetensors.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/linear.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,15 +4,15 @@
 // FSDP training without checkpointing (same losses, same parameters), and each
 // step issues exactly as many all-gathers: the recomputation in backward uses the
 // parameters FSDP's pre-backward already gathered.
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/activation_checkpoint.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/nn/activation_checkpoint.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 
 #include "tiny_transformer.h"
 

@@ -3,8 +3,8 @@
 // and the GPU tests of both backends).
 #pragma once
 
-#include "mesh/reduce_op.h"
-#include "tensor/dtype.h"
+#include "dtr/mesh/reduce_op.h"
+#include "dtr/tensor/dtype.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // DeviceMesh at world sizes 1-4: coordinates, per-dim groups, sub-meshes and
 // flattening against the row-major layout worked out by hand; bad shapes and names.
-#include "mesh/device_mesh.h"
+#include "dtr/mesh/device_mesh.h"
 #include "mpi_test_util.h"
 
 #include <catch2/catch.hpp>

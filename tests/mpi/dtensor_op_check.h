@@ -4,11 +4,11 @@
 // this process (loss sum(out * w) with a random w, so gradients are non-trivial).
 #pragma once
 
-#include "dtensor/dtensor.h"
-#include "mesh/device_mesh.h"
+#include "dtr/dtensor/dtensor.h"
+#include "dtr/mesh/device_mesh.h"
 #include "mpi_test_util.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,14 +1,14 @@
-// Ops on DTensors (dtensor/dtensor_ops.h) at world sizes 1-4 and on a 2x2 mesh at
+// Ops on DTensors (dtr/dtensor/dtensor_ops.h) at world sizes 1-4 and on a 2x2 mesh at
 // 4: for every op and many input placements (uneven and empty shards included),
 // the full result and the full gradients equal the same local op on the full
 // tensors in this process; the placements the rules promise; the rule cache;
 // mixing meshes is a clear error.
-#include "dtensor/dtensor_ops.h"
-#include "dtensor/sharding/rule_cache.h"
+#include "dtr/dtensor/dtensor_ops.h"
+#include "dtr/dtensor/sharding/rule_cache.h"
 #include "dtensor_op_check.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/softmax.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/softmax.h"
 
 using namespace dtr;
 using namespace dtr::testing;

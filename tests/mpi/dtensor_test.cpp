@@ -1,13 +1,13 @@
 // DTensor at world sizes 1-4 (and a 2x2 mesh at 4): every placement transition
 // and its gradient against the same computation on the full tensor in this
 // process; random fills against the unsharded fill; uneven and empty shards.
-#include "dtensor/dtensor.h"
-#include "dtensor/redistribute.h"
-#include "mesh/debug_collectives.h"
-#include "mesh/device_mesh.h"
+#include "dtr/dtensor/dtensor.h"
+#include "dtr/dtensor/redistribute.h"
+#include "dtr/mesh/debug_collectives.h"
+#include "dtr/mesh/device_mesh.h"
 #include "mpi_test_util.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

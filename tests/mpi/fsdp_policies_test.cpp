@@ -2,16 +2,16 @@
 // training, mixed precision (bf16 tracking the f32 loss curve, all-gather bytes
 // halved, reduce dtype against an f64 reference, per-module policies, the f16
 // overflow guard). References run in the same process without FSDP.
-#include "fsdp/fully_shard.h"
-#include "mesh/device_mesh.h"
-#include "mesh/distributed.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/linear.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/nn/linear.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include "tiny_transformer.h"
 

@@ -3,11 +3,11 @@
 // group's shard on this rank (padded size, elements held, padding: computed here
 // from the shapes and torch.chunk's split), mixed precision, reshard setting and
 // explicit prefetch lists.
-#include "fsdp/fully_shard.h"
-#include "fsdp/summary.h"
-#include "fsdp/wrap_policy.h"
-#include "mesh/distributed.h"
-#include "nn/transformer.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/fsdp/summary.h"
+#include "dtr/fsdp/wrap_policy.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/transformer.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

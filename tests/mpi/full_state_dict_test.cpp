@@ -1,18 +1,18 @@
-// Full state dicts (checkpoint/full_state_dict.h) at world sizes 1-4: the
+// Full state dicts (dtr/checkpoint/full_state_dict.h) at world sizes 1-4: the
 // gathered model and optimizer state equal the single-process model's bit for
 // bit (rank0_only leaves the other ranks empty), and set_*_state_dict loads full
 // dicts, from every rank or broadcast from rank 0 alone, into sharded models
 // (FSDP, and HSDP at 4 ranks); a bad dict on rank 0 fails on every rank.
-#include "checkpoint/full_state_dict.h"
-#include "dtensor/dtensor.h"
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
+#include "dtr/checkpoint/full_state_dict.h"
+#include "dtr/dtensor/dtensor.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
 
 #include "tiny_transformer.h"
 

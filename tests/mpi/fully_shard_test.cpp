@@ -4,16 +4,16 @@
 // full parameters, in f32 and f64 and under each of FSDP's step options
 // (reshard_after_forward, gradient accumulation, clipping, prefetch). The memory
 // promise and the API's error cases are in fully_shard_features_test.cpp.
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/optim/adamw.h"
-#include "nn/optim/clip_grad.h"
-#include "nn/simple_model.h"
-#include "nn/transformer.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/clip_grad.h"
+#include "dtr/nn/simple_model.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include "tiny_transformer.h"
 

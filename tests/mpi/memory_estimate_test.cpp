@@ -5,17 +5,17 @@
 // parameters, gradients, optimizer state (current after a step),
 // the peak of unsharded parameters (param-tag peak above the shards) and the
 // activation peak (forward + backward under MemoryTagGuard(activation)).
-#include "fsdp/memory_estimate.h"
-#include "fsdp/sharding_strategy.h"
-#include "fsdp/wrap_policy.h"
-#include "mesh/distributed.h"
-#include "nn/activation_checkpoint.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "nn/transformer_memory.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
+#include "dtr/fsdp/memory_estimate.h"
+#include "dtr/fsdp/sharding_strategy.h"
+#include "dtr/fsdp/wrap_policy.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/activation_checkpoint.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/nn/transformer_memory.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,11 +2,11 @@
 // values read back as doubles or as raw bytes.
 #pragma once
 
-#include "mesh/distributed.h"
+#include "dtr/mesh/distributed.h"
 
 #include <catch2/catch.hpp>
-#include "tensor/factory.h"
-#include "tensor/tensor.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/tensor.h"
 
 #include <cstdint>
 #include <cstring>

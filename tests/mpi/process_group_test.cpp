@@ -1,8 +1,8 @@
 // ProcessGroup collectives over MPI, at whatever world size mpirun gives (1-4).
 // Rank r contributes values computed from r, so every expected result is a closed
 // form evaluated here, independently of the code under test.
-#include "mesh/debug_collectives.h"
-#include "mesh/process_group.h"
+#include "dtr/mesh/debug_collectives.h"
+#include "dtr/mesh/process_group.h"
 #include "collective_expectations.h"
 #include "mpi_test_util.h"
 

@@ -1,4 +1,4 @@
-// The step profiler (tensor/profiler.h) on a real FSDP model at world sizes 1-4:
+// The step profiler (dtr/tensor/profiler.h) on a real FSDP model at world sizes 1-4:
 // the tiny 2-block Transformer, fully_shard on each block (reshard_after_forward
 // = true) and on the root (its default: the root keeps its parameters after
 // forward), trained for 2 steps with the profiler on. Each rank's trace file is
@@ -11,14 +11,14 @@
 //   from its forward through its backward, then reshards after backward), and
 //   every group reduce-scatters its gradients once.
 // With the profiler off the same step records nothing and writes no file.
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/profiler.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/profiler.h"
 #include "tiny_transformer.h"
 
 #include "../support/trace_check.h"

@@ -1,4 +1,4 @@
-// safetensors export and import (checkpoint/safetensors.h) at world sizes
+// safetensors export and import (dtr/checkpoint/safetensors.h) at world sizes
 // 1-4: a sharded model's export imports bit for bit into a plain model and a
 // differently sharded one; the file is checked by an independent reader written
 // here (8-byte length, JSON header, contiguous offsets covering the data,
@@ -7,16 +7,16 @@
 //
 // The hidden test [ckpt_consolidated] checks the output of
 // `dtr-ckpt consolidate` on the reference checkpoint (tests/CMakeLists.txt).
-#include "checkpoint/full_state_dict.h"
-#include "checkpoint/safetensors.h"
-#include "dtensor/dtensor.h"
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
+#include "dtr/checkpoint/full_state_dict.h"
+#include "dtr/checkpoint/safetensors.h"
+#include "dtr/dtensor/dtensor.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
 
 #include "tiny_transformer.h"
 

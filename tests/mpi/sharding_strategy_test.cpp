@@ -2,13 +2,13 @@
 // and keeps the memory it promises (allocator's tagged statistics): state bytes
 // of 16 per parameter divided by the ranks that shard it, and for FULL_SHARD a
 // smaller parameter peak than SHARD_GRAD_OP, which keeps parameters through backward.
-#include "fsdp/sharding_strategy.h"
-#include "mesh/distributed.h"
+#include "dtr/fsdp/sharding_strategy.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/ops/nn.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/ops/nn.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,16 +2,16 @@
 // Linear is ColwiseParallel and second RowwiseParallel gives the single-process
 // outputs, input gradients and parameter gradients (hidden sizes that split
 // unevenly, and with fewer features than ranks); other layouts; bad plans.
-#include "dtensor/redistribute.h"
+#include "dtr/dtensor/redistribute.h"
 #include "dtensor_op_check.h"
-#include "nn/activation.h"
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/optim/clip_grad.h"
-#include "nn/tensor_parallel/parallelize_module.h"
-#include "nn/transformer.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
+#include "dtr/nn/activation.h"
+#include "dtr/nn/container.h"
+#include "dtr/nn/linear.h"
+#include "dtr/nn/optim/clip_grad.h"
+#include "dtr/nn/tensor_parallel/parallelize_module.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
 
 using namespace dtr;
 using namespace dtr::testing;

@@ -3,10 +3,10 @@
 // deterministic batch of token sequences to train it on.
 #pragma once
 
-#include "fsdp/fully_shard.h"
-#include "mesh/device_mesh.h"
-#include "nn/transformer.h"
-#include "tensor/factory.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/factory.h"
 
 #include <cstdint>
 #include <memory>

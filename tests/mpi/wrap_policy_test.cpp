@@ -1,14 +1,14 @@
-// Wrapping policies (fsdp/wrap_policy.h) at world sizes 1-4: apply_fully_shard
+// Wrapping policies (dtr/fsdp/wrap_policy.h) at world sizes 1-4: apply_fully_shard
 // with a type policy makes exactly the groups, placements and training of the
 // manual bottom-up calls; the size policy picks the modules its sizes imply
 // (computed here from the Transformer's shapes); combinations select as expected.
-#include "fsdp/fully_shard.h"
-#include "fsdp/wrap_policy.h"
-#include "mesh/distributed.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/fsdp/wrap_policy.h"
+#include "dtr/mesh/distributed.h"
 #include "mpi_test_util.h"
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/ops/nn.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/ops/nn.h"
 
 #include "tiny_transformer.h"
 

@@ -5,11 +5,11 @@
 //                                     written, just before the commit
 //   checkpoint_kill_probe check DIR   loads DIR into a fresh model: it must be A
 // (tests/mpi_faults/checkpoint_kill.sh runs both and checks the exit statuses).
-#include "checkpoint/checkpoint.h"
-#include "fsdp/fully_shard.h"
-#include "mesh/distributed.h"
-#include "nn/simple_model.h"
-#include "tensor/random.h"
+#include "dtr/checkpoint/checkpoint.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/simple_model.h"
+#include "dtr/tensor/random.h"
 
 #include <csignal>
 #include <cstdio>

@@ -11,11 +11,11 @@
 // A hung rank is caught by the watchdog on the others; a dead rank is caught by
 // mpirun itself (it ends the job when a rank exits without MPI_Finalize) or by the
 // watchdog, whichever comes first. Either way the job ends instead of hanging.
-#include "mesh/distributed.h"
-#include "tensor/factory.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/tensor/factory.h"
 
 #if DTR_WITH_NCCL
-#include "tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
 #endif
 
 #include <chrono>

@@ -1,20 +1,20 @@
-// Activation checkpointing (nn/activation_checkpoint.h): gradients equal bit for bit with and
+// Activation checkpointing (dtr/nn/activation_checkpoint.h): gradients equal bit for bit with and
 // without it (dropout masks replayed), parameter names unchanged, parameters of a
 // module whose input needs no grad still get gradients, the re-entrant backward,
 // and the activation memory it saves on a 4-block transformer.
-#include "nn/activation_checkpoint.h"
-#include "nn/container.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/autograd/engine.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include "dtr/nn/activation_checkpoint.h"
+#include "dtr/nn/container.h"
+#include "dtr/nn/layers.h"
+#include "dtr/nn/linear.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/autograd/engine.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,14 +4,14 @@
 // mixed sizes (empty, odd, larger than one thread's share); identical results on 1
 // and 2 threads; state_dicts moving both ways; strided grads; the fallback to op by
 // op for parameters the kernels cannot take; input errors.
-#include "base/error.h"
-#include "kernels/cpu/parallel.h"
-#include "nn/optim/adamw.h"
-#include "nn/optim/fused_adamw.h"
+#include "dtr/base/error.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/fused_adamw.h"
 #include "optimizer_parity.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/random.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,12 +4,12 @@
 // change and a skipped parameter, on f32 and f64 parameters of mixed sizes (empty,
 // odd, larger than one thread's share); identical results on 1 and 2 threads;
 // state_dicts moving both ways; strided grads; input errors.
-#include "base/error.h"
-#include "nn/optim/fused_sgd.h"
-#include "nn/optim/sgd.h"
+#include "dtr/base/error.h"
+#include "dtr/nn/optim/fused_sgd.h"
+#include "dtr/nn/optim/sgd.h"
 #include "optimizer_parity.h"
-#include "tensor/factory.h"
-#include "tensor/random.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

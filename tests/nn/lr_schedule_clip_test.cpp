@@ -1,11 +1,11 @@
-// LR schedules (nn/optim/lr_schedule.h) at chosen steps against their closed
-// forms, and clip_grad_norm_ (nn/optim/clip_grad.h) total norms and scaling
+// LR schedules (dtr/nn/optim/lr_schedule.h) at chosen steps against their closed
+// forms, and clip_grad_norm_ (dtr/nn/optim/clip_grad.h) total norms and scaling
 // against hand-computed values for the 2-norm, 1-norm and inf-norm.
-#include "base/error.h"
-#include "nn/optim/clip_grad.h"
-#include "nn/optim/lr_schedule.h"
-#include "nn/optim/sgd.h"
-#include "tensor/factory.h"
+#include "dtr/base/error.h"
+#include "dtr/nn/optim/clip_grad.h"
+#include "dtr/nn/optim/lr_schedule.h"
+#include "dtr/nn/optim/sgd.h"
+#include "dtr/tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

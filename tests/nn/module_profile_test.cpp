@@ -1,19 +1,19 @@
-// Module spans of the step profiler (nn/module.h, tensor/profiler.h): with the
+// Module spans of the step profiler (dtr/nn/module.h, dtr/tensor/profiler.h): with the
 // profiler on, every module call records a forward span and, when its output
 // needs a gradient, a backward span that contains its children's backward spans
 // (in reverse order of their forward); a module whose input needs no gradient
 // (an embedding of token ids) closes its backward span at the end of the graph;
 // under no-grad only forward spans; names from name_modules_for_profiling; and
 // profiling changes no gradient.
-#include "nn/container.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/profiler.h"
-#include "tensor/random.h"
+#include "dtr/nn/container.h"
+#include "dtr/nn/layers.h"
+#include "dtr/nn/linear.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/profiler.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

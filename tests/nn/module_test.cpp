@@ -1,17 +1,17 @@
 // nn::Module: naming, slots, state dicts, hooks, devices and meta-device
 // initialisation; and a small model that learns (with a hand-written SGD step).
-#include "nn/activation.h"
-#include "nn/container.h"
-#include "nn/linear.h"
-#include "nn/simple_model.h"
-#include "tensor/allocator.h"
-#include "tensor/autograd/function.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include "dtr/nn/activation.h"
+#include "dtr/nn/container.h"
+#include "dtr/nn/linear.h"
+#include "dtr/nn/simple_model.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/autograd/function.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

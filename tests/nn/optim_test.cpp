@@ -3,17 +3,17 @@
 // gradients; zero_grad, skipped parameters, state_dict round trips, optimizer
 // state memory accounting and input errors; parameter groups, each against the
 // recurrence with its own hyperparameters.
-#include "base/error.h"
-#include "nn/optim/adam.h"
-#include "nn/optim/adamw.h"
-#include "nn/optim/lr_schedule.h"
-#include "nn/optim/sgd.h"
-#include "nn/optim/weight_decay_groups.h"
-#include "nn/linear.h"
-#include "tensor/allocator.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
+#include "dtr/base/error.h"
+#include "dtr/nn/optim/adam.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/lr_schedule.h"
+#include "dtr/nn/optim/sgd.h"
+#include "dtr/nn/optim/weight_decay_groups.h"
+#include "dtr/nn/linear.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,10 +3,10 @@
 // bit-for-bit comparison of two optimizers' parameters and states.
 #pragma once
 
-#include "kernels/cpu/parallel.h"
-#include "nn/optim/optimizer.h"
-#include "tensor/factory.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/nn/optim/optimizer.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/op_by_op_optimizers.h"
 
 #include <catch2/catch.hpp>

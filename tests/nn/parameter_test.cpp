@@ -2,11 +2,11 @@
 // installed for compute, optimizers stepping the own tensor and following the
 // slot, standalone parameters, and the refusals. Expected values are computed by
 // hand (y = x * w for a one-weight Linear; SGD: w - lr * g).
-#include "nn/linear.h"
-#include "nn/optim/sgd.h"
-#include "nn/parameter.h"
-#include "tensor/factory.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/nn/linear.h"
+#include "dtr/nn/optim/sgd.h"
+#include "dtr/nn/parameter.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,13 +1,13 @@
 // The transformer models: the GPT-2 124M shape's parameter count against the
 // published figure, causality, and gradients against finite differences.
-#include "nn/optim/adamw.h"
-#include "nn/transformer.h"
-#include "tensor/allocator.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/random.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
 

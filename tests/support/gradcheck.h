@@ -11,9 +11,9 @@
 // and both values. Inputs may be non-contiguous views; they must be f64 leaves.
 #pragma once
 
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/random.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/random.h"
 
 #include <fmt/format.h>
 

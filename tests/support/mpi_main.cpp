@@ -4,7 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "mesh/distributed.h"
+#include "dtr/mesh/distributed.h"
 
 int main(int argc, char** argv) {
   dtr::distributed::init();

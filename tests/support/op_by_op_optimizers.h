@@ -2,8 +2,8 @@
 // multi-tensor kernels, which AdamW and SGD run by default, are checked against.
 #pragma once
 
-#include "nn/optim/adamw.h"
-#include "nn/optim/sgd.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/sgd.h"
 
 #include <utility>
 

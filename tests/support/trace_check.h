@@ -1,5 +1,5 @@
 // Validates a Chrome trace-event JSON document as the step profiler
-// (tensor/profiler.h) writes it, independently of the profiler's own code: an
+// (dtr/tensor/profiler.h) writes it, independently of the profiler's own code: an
 // object with a "traceEvents" array; every event has a known phase ("X", "b",
 // "e", "M"), the expected pid and an integer tid; complete spans have a name, a
 // category, ts >= 0 and dur >= 0, and on each thread they nest (any two are

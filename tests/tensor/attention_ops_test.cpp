@@ -1,17 +1,17 @@
-// The transformer ops scaled_dot_product_attention (tensor/ops/attention.h),
-// rope (tensor/ops/rope.h) and dropout (tensor/ops/dropout.h): forward against
+// The transformer ops scaled_dot_product_attention (dtr/tensor/ops/attention.h),
+// rope (dtr/tensor/ops/rope.h) and dropout (dtr/tensor/ops/dropout.h): forward against
 // double loops written here (causal and grouped-query attention, the rope
 // rotation), gradcheck of every differentiable input, the causal mask ignoring
 // later keys, rope keeping pair norms, dropout's reproducible mask and kept
 // fraction, bf16 within a stated tolerance, meta shapes and error messages.
-#include "tensor/factory.h"
-#include "tensor/ops/attention.h"
-#include "tensor/ops/dropout.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/rope.h"
-#include "tensor/ops/softmax.h"
-#include "tensor/random.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/attention.h"
+#include "dtr/tensor/ops/dropout.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/rope.h"
+#include "dtr/tensor/ops/softmax.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

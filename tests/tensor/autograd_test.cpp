@@ -1,13 +1,13 @@
 // The autograd engine and its hooks, through view ops (whose backward needs no
 // saved tensors) and a small custom node. Expected gradients are worked out by
 // hand from index arithmetic.
-#include "tensor/autograd/autograd_meta.h"
-#include "tensor/autograd/engine.h"
-#include "tensor/autograd/function.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/tensor/autograd/autograd_meta.h"
+#include "dtr/tensor/autograd/engine.h"
+#include "dtr/tensor/autograd/function.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

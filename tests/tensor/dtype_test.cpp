@@ -1,5 +1,5 @@
 // DType names and sizes; bf16 and f16 conversions against hand-computed bit patterns.
-#include "tensor/dtype.h"
+#include "dtr/tensor/dtype.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,11 +4,11 @@
 // minimum ties, pow at 0) against hand-computed values; a small chain against
 // gradients written out by hand; dtypes of gradients; what records no graph; and
 // the lifetime of saved tensors.
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/autograd/node.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/random.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/autograd/node.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

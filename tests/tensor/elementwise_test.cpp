@@ -2,9 +2,9 @@
 // ops and meta tensors, checked against references computed here in double.
 // Tolerances: f32 within 1e-5 relative, f64 within 1e-12 relative, bf16 within 1 bf16
 // ulp of the double reference rounded to bf16; integer results exact.
-#include "tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/elementwise.h"
 
-#include "tensor/factory.h"
+#include "dtr/tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The padded-row rule of tensor/ops/gemm_aligned_rows.h (shared by matmul's operand
+// The padded-row rule of dtr/tensor/ops/gemm_aligned_rows.h (shared by matmul's operand
 // copies and cross_entropy's cuda backward) against hand-computed strides, and the
 // autograd consumers of a gradient with padded rows (what cross_entropy's cuda
 // backward returns for large bf16/f16 logits): reshape back to [B, T, V] as a view,
@@ -7,11 +7,11 @@
 // the padded views are made by hand (a hook replaces the gradient with one), since
 // the cpu ops never pad; values are small integers, so every result is exact and
 // compared bit for bit with the contiguous run.
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/gemm_aligned_rows.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/gemm_aligned_rows.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

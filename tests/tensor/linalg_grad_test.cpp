@@ -5,15 +5,15 @@
 // derived by hand; argmax never requiring grad; saved tensors freed by backward.
 // Only ops that are differentiable here are used on the graph: views, the matmul
 // family, reductions and softmax.
-#include "tensor/allocator.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/autograd/node.h"
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/matmul.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/softmax.h"
-#include "tensor/random.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/autograd/node.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/ops/softmax.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

@@ -2,8 +2,8 @@
 // here (plain loops in double with its own broadcasting): result shapes for every
 // 1-D/2-D/N-D combination, transposed, sliced and permuted views, the half types,
 // addmm's beta/alpha, meta inputs, and each error message.
-#include "tensor/factory.h"
-#include "tensor/ops/matmul.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/matmul.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Allocator statistics are exact; meta tensors allocate nothing.
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
 
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <memory>
 
 #ifdef DTR_WITH_CUDA
-#include "tensor/cuda/cuda_runtime.h"
+#include "dtr/tensor/cuda/cuda_runtime.h"
 #endif
 
 using namespace dtr;

@@ -1,10 +1,10 @@
-// cross_entropy (tensor/ops/nn.h) against hand-computed losses and a double
+// cross_entropy (dtr/tensor/ops/nn.h) against hand-computed losses and a double
 // loop: ignore_index, label smoothing, huge logits, every row ignored (NaN),
 // gradcheck of the logits (also non-contiguous), bf16 within a stated
 // tolerance, meta inputs, and error messages.
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

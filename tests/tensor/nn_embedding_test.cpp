@@ -1,11 +1,11 @@
-// embedding (tensor/ops/nn.h): gathered rows by hand, any index shape,
+// embedding (dtr/tensor/ops/nn.h): gathered rows by hand, any index shape,
 // non-contiguous tables, gradcheck of the table, a scatter-add backward with
 // repeated indices that is bitwise the same for 1 and 2 threads and matches a
 // double loop, meta inputs, and error messages.
-#include "kernels/cpu/parallel.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

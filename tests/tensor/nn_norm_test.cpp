@@ -1,13 +1,13 @@
-// layer_norm and rms_norm (tensor/ops/nn.h) against double loops written
+// layer_norm and rms_norm (dtr/tensor/ops/nn.h) against double loops written
 // here: hand-computed rows, random inputs with and without weight and bias,
 // non-contiguous inputs, bf16/f16 within a stated tolerance, gradcheck of every
 // differentiable input, backward reductions that do not depend on the thread
 // count, meta inputs, and error messages.
-#include "kernels/cpu/parallel.h"
-#include "tensor/autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops/nn.h"
-#include "tensor/random.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

@@ -1,9 +1,9 @@
-// The step profiler's recorder (tensor/profiler.h) without communication: off it
+// The step profiler's recorder (dtr/tensor/profiler.h) without communication: off it
 // records nothing and writes nothing; on, spans from two threads get their own
 // tids, carry their arguments, nest, and come out as valid Chrome trace JSON
 // (checked by tests/support/trace_check.h); the per-rank file name; the top-spans
 // table's counts, totals and percentages.
-#include "tensor/profiler.h"
+#include "dtr/tensor/profiler.h"
 
 #include "../support/trace_check.h"
 

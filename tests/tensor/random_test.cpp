@@ -1,13 +1,13 @@
-// tensor/random.h: slice invariance (a box of the logical tensor gets exactly the
+// dtr/tensor/random.h: slice invariance (a box of the logical tensor gets exactly the
 // whole fill's values there), strided destinations, the generator's offset and state,
 // meta fills, thread-count independence, distribution moments against analytic
 // values, and every error message.
-#include "tensor/random.h"
+#include "dtr/tensor/random.h"
 
-#include "kernels/cpu/parallel.h"
-#include "kernels/philox.h"
-#include "tensor/allocator.h"
-#include "tensor/factory.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/kernels/philox.h"
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
-// sum / mean / max / min / argmax on Tensors (tensor/ops/reduce.h) against
+// sum / mean / max / min / argmax on Tensors (dtr/tensor/ops/reduce.h) against
 // plain double loops over the logical elements: each dim of a 3-D tensor,
 // several dims, keepdim, whole-tensor, non-contiguous views, integer and bf16
 // inputs, NaN, thread-count independence, meta inputs and error messages.
-#include "kernels/cpu/parallel.h"
-#include "tensor/factory.h"
-#include "tensor/ops/reduce.h"
+#include "dtr/kernels/cpu/parallel.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <catch2/catch.hpp>
 

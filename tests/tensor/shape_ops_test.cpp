@@ -1,11 +1,11 @@
-// cat, stack and split (tensor/ops/shape_ops.h): layouts against index loops
+// cat, stack and split (dtr/tensor/ops/shape_ops.h): layouts against index loops
 // written here, non-contiguous operands, meta shapes, gradcheck of every
 // operand and of each split piece, and every error message.
-#include "tensor/factory.h"
-#include "tensor/ops/elementwise.h"
-#include "tensor/ops/reduce.h"
-#include "tensor/ops/shape_ops.h"
-#include "tensor/random.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/ops/shape_ops.h"
+#include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
 
 #include <catch2/catch.hpp>

@@ -1,9 +1,9 @@
-// softmax / log_softmax on Tensors (tensor/ops/softmax.h) against plain
+// softmax / log_softmax on Tensors (dtr/tensor/ops/softmax.h) against plain
 // double loops: huge inputs without overflow, each dim of a 3-D tensor,
 // non-contiguous inputs, bf16/f64, long rows split across threads, 0-d and
 // meta inputs, and error messages.
-#include "tensor/factory.h"
-#include "tensor/ops/softmax.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/softmax.h"
 
 #include <catch2/catch.hpp>
 

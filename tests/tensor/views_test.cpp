@@ -1,6 +1,6 @@
 // Views share storage and read the right elements; copies do not alias.
 // Expected values are computed by hand from row-major index arithmetic.
-#include "tensor/factory.h"
+#include "dtr/tensor/factory.h"
 
 #include <catch2/catch.hpp>
 

@@ -9,12 +9,12 @@
 //                                            one tensor at a time (memory: the largest tensor)
 //
 // Exit status: 0 on success, 1 when verify finds a problem or any command fails.
-#include "checkpoint/checksum.h"
-#include "checkpoint/file_io.h"
-#include "checkpoint/metadata.h"
-#include "checkpoint/reader.h"
-#include "checkpoint/safetensors.h"
-#include "tensor/factory.h"
+#include "dtr/checkpoint/checksum.h"
+#include "dtr/checkpoint/file_io.h"
+#include "dtr/checkpoint/metadata.h"
+#include "dtr/checkpoint/reader.h"
+#include "dtr/checkpoint/safetensors.h"
+#include "dtr/tensor/factory.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 // Uses the installed dtr: builds a tensor and checks a value computed by hand,
 // and reaches the checkpoint code (its JSON metadata header and the xxhash
 // library the package config links).
-#include "checkpoint/checksum.h"
-#include "checkpoint/metadata.h"
-#include "tensor/factory.h"
+#include <dtr/checkpoint/checksum.h>
+#include <dtr/checkpoint/metadata.h>
+#include <dtr/dtr.h>
 
 #include <cstdio>
 

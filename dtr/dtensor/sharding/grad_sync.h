@@ -1,0 +1,24 @@
+// The identity whose backward all-reduces (sums) the gradient over some mesh
+// dims: Megatron's "copy to tensor-parallel region".
+//
+// Why: a DTensor's gradient has the DTensor's placements (Partial -> Replicate;
+// dtr/dtensor/redistribute.h). When an input is Replicate on a mesh dim but the op's
+// result is not (x Replicate . W Shard(1) -> Shard(1); a Replicate bias added to
+// a Shard(0) activation), each rank's local backward sees only its part of the
+// result, so the input's local gradient is one summand of the true gradient.
+// Passing the input's local tensor through this op before the local compute sums
+// those summands, so the gradient is Replicate again.
+#pragma once
+
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/tensor/tensor.h"
+
+#include <vector>
+
+namespace dtr::dtensor {
+
+// Returns `local` (recorded as an op when it needs grad); in backward, the
+// gradient is summed over mesh.group(i) for every i in `mesh_dims`.
+Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims);
+
+}  // namespace dtr::dtensor

@@ -1,0 +1,50 @@
+// dtr's common API in one include: tensors and their ops, autograd, modules,
+// optimizers, the process mesh, DTensor, fully_shard and checkpoints. Everything
+// else is included by its own path, <dtr/<layer>/...>.
+#pragma once
+
+#include "dtr/base/error.h"
+#include "dtr/base/log.h"
+
+#include "dtr/tensor/autograd/function.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/device.h"
+#include "dtr/tensor/dtype.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/attention.h"
+#include "dtr/tensor/ops/dropout.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/matmul.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/ops/shape_ops.h"
+#include "dtr/tensor/ops/softmax.h"
+#include "dtr/tensor/random.h"
+#include "dtr/tensor/tensor.h"
+
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/mesh/process_group.h"
+
+#include "dtr/dtensor/dtensor.h"
+#include "dtr/dtensor/placement.h"
+
+#include "dtr/nn/activation_checkpoint.h"
+#include "dtr/nn/container.h"
+#include "dtr/nn/init.h"
+#include "dtr/nn/layers.h"
+#include "dtr/nn/linear.h"
+#include "dtr/nn/module.h"
+#include "dtr/nn/optim/adam.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/clip_grad.h"
+#include "dtr/nn/optim/lr_schedule.h"
+#include "dtr/nn/optim/sgd.h"
+#include "dtr/nn/optim/weight_decay_groups.h"
+#include "dtr/nn/transformer.h"
+
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/fsdp/state_dict.h"
+
+#include "dtr/checkpoint/checkpoint.h"
+#include "dtr/checkpoint/safetensors.h"

@@ -1,0 +1,80 @@
+// FlatCollectives: the flat buffers of one fully_shard group and the two
+// collectives over them. Every parameter owns a segment of padded_rows x row_numel
+// elements (ceil(rows / ranks) rows, torch.chunk's split) at a fixed offset in a
+// per-rank buffer of numel() elements; a buffer for all ranks lays those per-rank
+// buffers out rank by rank. So:
+//   all-gather      each rank copies its shards into its per-rank buffer (padding
+//                   zeroed) and all_gather_into_tensor fills [ranks x numel];
+//                   copy-out moves each parameter's ranks x padded_rows rows into
+//                   its padded unsharded buffer;
+//   reduce-scatter  the unsharded gradients are copied rank by rank into
+//                   [ranks x numel] (zeros for padding and for parameters without
+//                   a gradient) and reduce_scatter_tensor leaves this rank's
+//                   per-rank buffer, whose segments hold its shards' rows.
+// Every copy loop is one copy_batch (dtr/fsdp/copy_batch.h): one launch on CUDA. The
+// group (dtr/fsdp/fsdp_param_group.h) decides when these run, in which dtype and on
+// which device, and what happens to the results.
+#pragma once
+
+#include "dtr/fsdp/copy_batch.h"
+#include "dtr/fsdp/fsdp_param.h"
+#include "dtr/mesh/process_group.h"
+#include "dtr/mesh/reduce_op.h"
+#include "dtr/mesh/work.h"
+#include "dtr/tensor/tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace dtr::fsdp {
+
+// A collective issued and not yet waited for, with the buffers it reads and writes.
+struct PendingCollective {
+  mesh::WorkPtr work;
+  Tensor input;
+  Tensor output;
+};
+
+class FlatCollectives {
+ public:
+  // The layout of `params` (in order) over a shard dim of `ranks` ranks.
+  FlatCollectives(const std::vector<std::unique_ptr<FSDPParam>>& params, int64_t ranks);
+
+  int64_t numel() const { return numel_; }  // per rank, padding included
+  int64_t ranks() const { return ranks_; }
+
+  // This rank's shards, cast to options.dtype, into a new per-rank buffer; then the
+  // all-gather of every rank's buffer over `group` (the shard dim).
+  PendingCollective all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const;
+  // The all-gather of pieces kept after forward (keep_piece) over their group.
+  PendingCollective all_gather_piece(const Tensor& piece, const mesh::ProcessGroupPtr& group,
+                                     const TensorOptions& options) const;
+  // The gathered [ranks x numel] buffer into each parameter's padded unsharded buffer.
+  void copy_out(const Tensor& gathered) const;
+  // The per-rank buffers of shard ranks [first, first + count) made from the
+  // unsharded parameters: what reshard_after_forward=k keeps.
+  Tensor keep_piece(int64_t first, int64_t count, const TensorOptions& options) const;
+
+  // The unsharded gradients (zeros where a parameter has none), cast to
+  // options.dtype and laid out rank by rank, reduce-scattered over `group` with `op`.
+  // The unsharded gradients are released once copied.
+  PendingCollective reduce_scatter(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
+                                   const TensorOptions& options) const;
+  // Parameter i's rows in a per-rank buffer, shaped like its shard.
+  Tensor shard_rows(const Tensor& flat, size_t i) const;
+
+ private:
+  // Jobs laying parameter i's full tensor `full` (undefined: zeros) out as its
+  // segments in the per-rank buffers of shard ranks [first, first + count), which
+  // `flat` holds back to back; padding is zeroed, so every element is written once.
+  void append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
+                            int64_t first, int64_t count) const;
+
+  const std::vector<std::unique_ptr<FSDPParam>>& params_;
+  std::vector<int64_t> offsets_;  // of each parameter's segment in a per-rank buffer
+  int64_t numel_ = 0;
+  int64_t ranks_ = 1;
+};
+
+}  // namespace dtr::fsdp

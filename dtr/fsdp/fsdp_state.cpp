@@ -1,0 +1,172 @@
+#include "dtr/fsdp/fsdp_state.h"
+
+#include "dtr/base/error.h"
+#include "dtr/fsdp/registry.h"
+#include "dtr/tensor/autograd/engine.h"
+#include "dtr/tensor/autograd/function.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/profiler.h"
+
+#include <algorithm>
+
+namespace dtr::fsdp {
+
+FSDPState::FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group,
+                     ReshardAfterForward reshard_after_forward)
+    : module_(module),
+      options_(std::move(options)),
+      group_(std::move(group)),
+      reshard_after_forward_(std::move(reshard_after_forward)) {}
+
+void FSDPState::register_hooks() {
+  // The hooks own the state: it lives exactly as long as the module's hooks.
+  auto self = shared_from_this();
+  module_.register_forward_pre_hook([self](nn::Module&, const Tensor& input) { return self->pre_forward(input); });
+  module_.register_forward_hook(
+      [self](nn::Module&, const Tensor&, const Tensor& output) { return self->post_forward(output); });
+}
+
+void FSDPState::unshard() { group_->wait_for_unshard(); }
+
+void FSDPState::lazy_init() {
+  if (profiler::enabled()) nn::name_modules_for_profiling(module_);  // "layers.0 (TransformerBlock)" in traces
+  auto context = std::make_shared<FSDPContext>();
+  for (auto& [path, m] : module_.named_modules()) {
+    if (auto state = find_state(*m)) {
+      state->context_ = context;
+      state->is_root_ = state.get() == this;
+      context->states.push_back(state.get());
+    }
+  }
+  DTR_INTERNAL_ASSERT(!context->states.empty() && context->states.front() == this, "root state not first");
+}
+
+std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
+  if (forward && forward_prefetch_) return *forward_prefetch_;
+  if (!forward && backward_prefetch_) return *backward_prefetch_;
+  const auto& order = context_->forward_order;
+  auto it = std::find(order.begin(), order.end(), this);
+  if (it == order.end()) return {};
+  if (forward) return std::next(it) == order.end() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::next(it)};
+  return it == order.begin() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::prev(it)};
+}
+
+Tensor FSDPState::pre_forward(const Tensor& input_in) {
+  DTR_PROFILE_SCOPE("fsdp", "pre_forward");
+  if (!context_) lazy_init();
+  Tensor input = input_in;
+  const auto& mp = options_.mp_policy;
+  if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
+      input.dtype() != *mp.param_dtype) {
+    input = input.to(*mp.param_dtype);  // differentiable: the gradient goes back in the input's dtype
+  }
+  if (autograd::in_backward()) {
+    // A forward recomputed during backward (activation checkpointing): the
+    // parameters are (or are made) unsharded; nothing is recorded or prefetched.
+    // The recomputed graph's backward then ends with this module's post-backward.
+    group_->wait_for_unshard();
+    return arm_post_backward(input, input_in);
+  }
+  if (is_root_) {  // a new iteration starts
+    context_->recording.clear();
+    for (FSDPState* s : context_->states) {
+      s->training_state_ = TrainingState::idle;
+      s->group().drop_post_forward_piece();
+    }
+  }
+  group_->wait_for_unshard();
+  training_state_ = TrainingState::forward;
+  context_->recording.push_back(this);
+  for (FSDPState* target : prefetch_targets(/*forward=*/true)) target->group().issue_all_gather();
+  return arm_post_backward(input, input_in);
+}
+
+// The module's input, wrapped so that post-backward runs once the module's
+// backward is done (when it needs a gradient at all); undefined when the hook
+// leaves the input as it came.
+Tensor FSDPState::arm_post_backward(const Tensor& input, const Tensor& input_in) {
+  if (autograd::is_grad_enabled() && input.defined() && input.requires_grad()) {
+    auto self = shared_from_this();
+    return autograd::call_after_backward(input, [self] { self->post_backward(); });
+  }
+  return input.is_same(input_in) ? Tensor() : input;
+}
+
+Tensor FSDPState::post_forward(const Tensor& output_in) {
+  DTR_PROFILE_SCOPE("fsdp", "post_forward");
+  Tensor output = output_in;
+  const auto& mp = options_.mp_policy;
+  if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
+    output = output.to(*mp.output_dtype);
+  }
+  if (autograd::in_backward()) return output.is_same(output_in) ? Tensor() : output;  // recomputation
+  if (is_root_) context_->forward_order = context_->recording;
+  switch (reshard_after_forward_.action(is_root_)) {
+    case ReshardAfterForward::Action::keep: break;
+    case ReshardAfterForward::Action::free: group_->reshard(); break;
+    case ReshardAfterForward::Action::keep_piece:  // without backward there is nothing to keep it for
+      group_->reshard(autograd::is_grad_enabled() ? reshard_after_forward_.piece_group() : nullptr);
+      break;
+  }
+  if (autograd::is_grad_enabled() && output.defined() && output.requires_grad()) {
+    auto self = shared_from_this();
+    output.register_hook([self](const Tensor&) {
+      self->pre_backward();
+      return Tensor();
+    });
+  }
+  return output.is_same(output_in) ? Tensor() : output;
+}
+
+void FSDPState::pre_backward() {
+  DTR_PROFILE_SCOPE("fsdp", "pre_backward");
+  if (!context_->backward_queued) {
+    context_->backward_queued = true;
+    auto root = context_->states.front()->shared_from_this();
+    autograd::queue_callback([root] { root->finish_backward(); });
+  }
+  if (training_state_ != TrainingState::post_backward) training_state_ = TrainingState::pre_backward;
+  group_->wait_for_unshard();
+  for (FSDPState* target : prefetch_targets(/*forward=*/false)) target->group().issue_all_gather();
+}
+
+void FSDPState::post_backward() {
+  DTR_PROFILE_SCOPE("fsdp", "post_backward");
+  if (training_state_ == TrainingState::post_backward) return;
+  training_state_ = TrainingState::post_backward;
+  if (requires_gradient_sync_ && !group_->empty()) {
+    // At most two reduce-scatters in flight: finish the previous one first.
+    if (context_->last_reduce_scatter && context_->last_reduce_scatter != this) {
+      context_->last_reduce_scatter->group().wait_for_reduce_scatter();
+    }
+    group_->wait_for_reduce_scatter();
+    group_->set_requires_all_reduce(requires_all_reduce_);
+    group_->issue_reduce_scatter(gradient_divide_factor_);
+    context_->last_reduce_scatter = this;
+  }
+  if (reshard_after_backward_) group_->reshard();
+}
+
+void FSDPState::finish_backward() {
+  DTR_PROFILE_SCOPE("fsdp", "finish_backward");
+  // Groups whose backward never ran (no input needing grad, or no gradient
+  // reached them) still reduce, in backward order on every rank.
+  const auto& order = context_->forward_order;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const TrainingState state = (*it)->training_state_;
+    if (state == TrainingState::forward || state == TrainingState::pre_backward) (*it)->post_backward();
+  }
+  if (is_last_backward_) {
+    for (FSDPState* s : context_->states) s->group().wait_for_reduce_scatter();
+    context_->last_reduce_scatter = nullptr;
+    // Pinned CPU offload: the gradients' copies to the host and the all-gathers'
+    // reads of the shards were queued without waiting; the optimizer reads the
+    // one and writes the other next. One wait covers every group (one device).
+    auto offloaded = std::find_if(context_->states.begin(), context_->states.end(),
+                                  [](FSDPState* s) { return s->group().copies_host_async(); });
+    if (offloaded != context_->states.end()) (*offloaded)->group().wait_for_host_copies();
+  }
+  context_->backward_queued = false;
+}
+
+}  // namespace dtr::fsdp

@@ -1,0 +1,104 @@
+// FSDPState: what fully_shard attaches to one module: its parameter group, its
+// settings, and the forward/backward hooks that unshard, reshard, prefetch and
+// reduce gradients. States under one root share an FSDPContext, made lazily at
+// the root's first forward: the order in which groups ran forward (which drives
+// implicit prefetching), and the end-of-backward work.
+//
+// Hook points (all general Module/autograd mechanisms, see dtr/nn/module.h):
+//   forward pre-hook   unshard (waiting for a prefetch), prefetch the next group,
+//                      wrap the input so that post-backward runs once the
+//                      module's backward is done (autograd::call_after_backward);
+//   forward hook       reshard unless reshard_after_forward is false; a gradient
+//                      hook on the output runs pre-backward;
+//   pre-backward       unshard again, prefetch the previous group;
+//   post-backward      reduce-scatter the gradients (waiting for the previous
+//                      reduce-scatter first, which bounds memory), reshard;
+//   end of backward    (queued by the first pre-backward) post-backward for the
+//                      groups that got no gradient, so every rank issues the same
+//                      collectives; wait for the last reduce-scatters (and,
+//                      with pinned CPU offload, for the asynchronous host
+//                      copies); reshard.
+#pragma once
+
+#include "dtr/fsdp/fsdp_param_group.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/fsdp/reshard_after_forward.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace dtr::fsdp {
+
+class FSDPState;
+
+struct FSDPContext {
+  std::vector<FSDPState*> states;         // every state under the root, root first
+  std::vector<FSDPState*> forward_order;  // as the last forward ran them
+  std::vector<FSDPState*> recording;      // this forward, so far
+  bool backward_queued = false;
+  FSDPState* last_reduce_scatter = nullptr;  // waited on before the next one
+};
+
+// How far a group got in the current iteration (a forward of the root starts a
+// new one). Post-backward runs once per iteration: from the module's backward, or
+// at the end of backward for a group whose backward never ran.
+enum class TrainingState { idle, forward, pre_backward, post_backward };
+
+class FSDPState : public std::enable_shared_from_this<FSDPState> {
+ public:
+  FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group,
+            ReshardAfterForward reshard_after_forward);
+
+  void register_hooks();
+
+  nn::Module& module() const { return module_; }
+  FSDPParamGroup& group() { return *group_; }
+  const FullyShardOptions& options() const { return options_; }
+  bool is_root() const { return is_root_; }
+  TrainingState training_state() const { return training_state_; }
+
+  // The controls FSDPModule forwards to (fully_shard.h says what each does).
+  void set_requires_gradient_sync(bool on) { requires_gradient_sync_ = on; }
+  void set_requires_all_reduce(bool on) { requires_all_reduce_ = on; }
+  void set_reshard_after_backward(bool on) { reshard_after_backward_ = on; }
+  void set_reshard_after_forward(bool on) { reshard_after_forward_.override_with(on); }
+  void set_is_last_backward(bool on) { is_last_backward_ = on; }
+  void set_gradient_divide_factor(double factor) { gradient_divide_factor_ = factor; }
+  void set_forward_prefetch(std::vector<FSDPState*> states) { forward_prefetch_ = std::move(states); }
+  void set_backward_prefetch(std::vector<FSDPState*> states) { backward_prefetch_ = std::move(states); }
+  // The explicit prefetch lists (nullopt: the implicit next / previous group).
+  const std::optional<std::vector<FSDPState*>>& forward_prefetch() const { return forward_prefetch_; }
+  const std::optional<std::vector<FSDPState*>>& backward_prefetch() const { return backward_prefetch_; }
+
+  void unshard();  // synchronous
+  void reshard() { group_->reshard(); }
+
+ private:
+  Tensor pre_forward(const Tensor& input);
+  Tensor post_forward(const Tensor& output);
+  void pre_backward();
+  void post_backward();
+  void finish_backward();  // the root's end-of-backward callback
+  void lazy_init();
+  std::vector<FSDPState*> prefetch_targets(bool forward);
+  Tensor arm_post_backward(const Tensor& input, const Tensor& input_in);
+
+  nn::Module& module_;
+  FullyShardOptions options_;
+  std::unique_ptr<FSDPParamGroup> group_;
+  ReshardAfterForward reshard_after_forward_;
+  std::shared_ptr<FSDPContext> context_;
+  bool is_root_ = false;
+  TrainingState training_state_ = TrainingState::idle;
+  // Controls.
+  bool requires_gradient_sync_ = true;
+  bool requires_all_reduce_ = true;  // HSDP
+  bool reshard_after_backward_ = true;
+  bool is_last_backward_ = true;
+  std::optional<double> gradient_divide_factor_;
+  std::optional<std::vector<FSDPState*>> forward_prefetch_;
+  std::optional<std::vector<FSDPState*>> backward_prefetch_;
+};
+
+}  // namespace dtr::fsdp

@@ -1,0 +1,122 @@
+#include "dtr/kernels/cpu/parallel.h"
+
+#include "dtr/kernels/cpu/denormals.h"
+
+#define EIGEN_USE_THREADS
+#include <unsupported/Eigen/CXX11/ThreadPool>
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dtr::kernels {
+
+namespace {
+
+int default_threads() {
+  if (const char* env = std::getenv("DTR_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+struct Pool {
+  std::mutex mutex;
+  int threads = default_threads();
+  std::unique_ptr<Eigen::ThreadPool> pool;  // threads - 1 workers; the caller is the last one
+
+  Eigen::ThreadPool* get() {
+    if (threads > 1 && !pool) pool = std::make_unique<Eigen::ThreadPool>(threads - 1, false);
+    return pool.get();
+  }
+};
+
+Pool& global_pool() {
+  static Pool p;
+  return p;
+}
+
+thread_local bool t_in_parallel_region = false;
+
+}  // namespace
+
+int num_threads() { return global_pool().threads; }
+
+void set_num_threads(int n) {
+  Pool& p = global_pool();
+  std::lock_guard lock(p.mutex);
+  p.threads = std::max(1, n);
+  p.pool.reset();
+}
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  int64_t n = end - begin;
+  if (n <= 0) return;
+  Pool& p = global_pool();
+  int64_t chunks = std::min<int64_t>(p.threads, (n + std::max<int64_t>(grain, 1) - 1) /
+                                                    std::max<int64_t>(grain, 1));
+  if (chunks <= 1 || t_in_parallel_region) {
+    fn(begin, end);
+    return;
+  }
+  Eigen::ThreadPool* pool;
+  {
+    std::lock_guard lock(p.mutex);
+    pool = p.get();
+  }
+  int64_t per_chunk = (n + chunks - 1) / chunks;
+  Eigen::Barrier barrier(static_cast<unsigned>(chunks - 1));
+  std::mutex error_mutex;
+  std::exception_ptr error;  // the first exception a chunk threw, rethrown after all finish
+  auto run_chunk = [&](int64_t c) {
+    int64_t lo = begin + c * per_chunk;
+    int64_t hi = std::min(end, lo + per_chunk);
+    t_in_parallel_region = true;
+    try {
+      if (lo < hi) fn(lo, hi);
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+    t_in_parallel_region = false;
+  };
+  for (int64_t c = 1; c < chunks; ++c) {
+    pool->Schedule([&, c] {
+      apply_flush_denormal_mode();  // the worker computes as the caller's thread does
+      run_chunk(c);
+      barrier.Notify();
+    });
+  }
+  run_chunk(0);
+  barrier.Wait();
+  if (error) std::rethrow_exception(error);
+}
+
+void parallel_for_arrays(const int64_t* numels, size_t count,
+                         const std::function<void(size_t, int64_t, int64_t)>& fn) {
+  constexpr int64_t kBlock = 256;
+  std::vector<int64_t> offsets(count + 1, 0);  // start of each array in the joint index space
+  for (size_t k = 0; k < count; ++k) offsets[k + 1] = offsets[k] + numels[k];
+  const int64_t total = offsets[count];
+  if (total == 0) return;
+  const int64_t blocks = (total + kBlock - 1) / kBlock;
+  parallel_for(0, blocks, std::max<int64_t>(1, kParallelGrain / kBlock), [&](int64_t lo, int64_t hi) {
+    int64_t begin = lo * kBlock;
+    const int64_t end = std::min(hi * kBlock, total);
+    // The last array starting at or before `begin`: the one holding it (empty ones are skipped).
+    auto k = static_cast<size_t>(std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1);
+    for (; begin < end; ++k) {
+      const int64_t n = std::min(end, offsets[k + 1]) - begin;
+      if (n > 0) fn(k, begin - offsets[k], n);
+      begin += std::max<int64_t>(n, 0);
+    }
+  });
+}
+
+}  // namespace dtr::kernels

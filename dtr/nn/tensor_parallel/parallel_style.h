@@ -1,0 +1,49 @@
+// Tensor-parallel styles for nn::Linear, like PyTorch's ColwiseParallel and
+// RowwiseParallel (torch.distributed.tensor.parallel), on a 1-D DeviceMesh:
+//
+//   ColwiseParallel  weight [out, in] Shard(0), bias Shard(0): each rank computes
+//                    its slice of the output features. The input (input_layout,
+//                    default Replicate) is made Replicate; its gradient is summed
+//                    over the mesh in backward ("copy to the TP region"). The
+//                    output is this rank's Shard(-1) slice, or redistributed to
+//                    output_layout.
+//   RowwiseParallel  weight Shard(1), bias Replicate: each rank multiplies its
+//                    slice of the input features; the partial sums are reduced
+//                    to output_layout (default Replicate: all-reduce; Shard(d):
+//                    reduce-scatter, as sequence parallelism does) and the bias
+//                    is added once, after the reduction. The input (input_layout,
+//                    default Shard(-1), i.e. a ColwiseParallel output) is made
+//                    Shard(-1).
+//
+// Modules take and return plain Tensors, so inputs and outputs are local tensors
+// of DTensors with the layouts above (PyTorch's use_local_output=True). A
+// Shard input's global size along its sharded dim is taken to be the in_features
+// of the Linear when that dim is the last one, and even otherwise (as
+// DTensor::from_local infers it).
+#pragma once
+
+#include "dtr/dtensor/placement.h"
+
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace dtr::nn::tensor_parallel {
+
+struct ColwiseParallel {
+  Placement input_layout = Replicate();
+  Placement output_layout = Shard(-1);
+};
+
+struct RowwiseParallel {
+  Placement input_layout = Shard(-1);
+  Placement output_layout = Replicate();
+};
+
+using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel>;
+
+// Module name (dotted, as named_modules() gives it; "" is the root) -> style.
+using ParallelizePlan = std::vector<std::pair<std::string, ParallelStyle>>;
+
+}  // namespace dtr::nn::tensor_parallel

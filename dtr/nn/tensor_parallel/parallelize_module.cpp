@@ -1,0 +1,146 @@
+#include "dtr/nn/tensor_parallel/parallelize_module.h"
+
+#include "dtr/base/error.h"
+#include "dtr/dtensor/dtensor_ops.h"
+#include "dtr/dtensor/sharding/grad_sync.h"
+#include "dtr/nn/linear.h"
+
+#include <memory>
+
+namespace dtr::nn::tensor_parallel {
+
+namespace {
+
+// Replaces parameter `name` of `linear` with its local shard under `placements`.
+void shard_parameter(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
+                     Placements placements) {
+  const Tensor& full = linear.parameter(name);
+  DTensor d = distribute_tensor(full.detach(), mesh, std::move(placements));
+  Tensor local = d.to_local().detach().clone();
+  local.requires_grad_(full.requires_grad());
+  linear.set_sharded_parameter(name, local, std::make_shared<const DTensorSpec>(d.spec()));
+}
+
+// The global shape of a module input whose local tensor is `local` under `layout`:
+// a Shard of the last dim has `last_size` rows in all; other shards are even.
+Shape input_global_shape(const Tensor& local, const mesh::DeviceMesh& mesh, const Placement& layout,
+                         int64_t last_size) {
+  Shape shape = local.sizes();
+  if (!layout.is_shard()) return shape;
+  const int64_t d = layout.dim() < 0 ? layout.dim() + local.dim() : layout.dim();
+  DTR_CHECK(d >= 0 && d < local.dim(), "tensor parallel: input layout {} is out of range for an input of shape {}",
+            layout.to_string(), shape_str(local.sizes()));
+  shape[d] = d == local.dim() - 1 ? last_size : shape[d] * mesh.size(0);
+  return shape;
+}
+
+// The same on every rank for a Replicate input, so that a bad input is refused
+// by all ranks before any collective.
+void check_global_input(const std::string& module_name, const Shape& global, int64_t in) {
+  DTR_CHECK(!global.empty() && global.back() == in,
+            "tensor parallel '{}': expected an input whose last dim is {} (in_features), got global shape {}",
+            module_name, in, shape_str(global));
+}
+
+void check_input(const nn::Linear& linear, const std::string& module_name, const Tensor& input, int64_t local_in) {
+  const Tensor& w = linear.parameter("weight");
+  DTR_CHECK(input.dim() >= 1 && input.size(-1) == local_in,
+            "tensor parallel '{}': expected an input whose last dim is {} on this rank, got shape {}", module_name,
+            local_in, shape_str(input.sizes()));
+  DTR_CHECK(input.dtype() == w.dtype() && input.device() == w.device(),
+            "tensor parallel '{}': expected an input of dtype {} on {}, got {} on {}", module_name, w.dtype(),
+            w.device(), input.dtype(), input.device());
+}
+
+void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
+                   const ColwiseParallel& style) {
+  shard_parameter(linear, "weight", mesh, {Shard(0)});
+  const bool has_bias = linear.has_parameter("bias");
+  if (has_bias) shard_parameter(linear, "bias", mesh, {Shard(0)});
+  const int64_t in = linear.in_features(), out = linear.out_features();
+  linear.register_forward_pre_hook([mesh, style, in, name](nn::Module& m, const Tensor& input) {
+    const Shape global = input_global_shape(input, mesh, style.input_layout, in);
+    check_global_input(name, global, in);
+    DTensor x = DTensor::from_local(input, mesh, {style.input_layout}, {.shape = global});
+    Tensor local = x.redistribute({Replicate()}).to_local();
+    check_input(static_cast<nn::Linear&>(m), name, local, in);
+    // Each rank's backward sees only its output features: sum the input's gradient.
+    return dtensor::all_reduce_grad(local, mesh, {0});
+  });
+  linear.register_forward_hook([mesh, style, out](nn::Module&, const Tensor&, const Tensor& output) {
+    Shape shape = output.sizes();
+    shape.back() = out;
+    DTensor y(output, DTensorSpec::make(mesh, {Shard(output.dim() - 1)}, shape, output.dtype()));
+    return y.redistribute({style.output_layout}).to_local();
+  });
+}
+
+void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
+                   const RowwiseParallel& style) {
+  // Each rank's product is a partial sum: an activation must wait for the all-reduce.
+  DTR_CHECK(linear.activation() == LinearActivation::none,
+            "parallelize_module: RowwiseParallel on '{}', a Linear with a fused activation; its partial "
+            "sums would pass through the activation before they are reduced (use ColwiseParallel there, "
+            "or a Linear without an activation followed by the activation module)",
+            name);
+  shard_parameter(linear, "weight", mesh, {Shard(1)});
+  const bool has_bias = linear.has_parameter("bias");
+  if (has_bias) shard_parameter(linear, "bias", mesh, {Replicate()});
+  const int64_t in = linear.in_features();
+  const int64_t local_in = linear.parameter("weight").size(1);
+  linear.register_forward_pre_hook([mesh, style, in, local_in, name, has_bias](nn::Module& m, const Tensor& input) {
+    auto& lin = static_cast<nn::Linear&>(m);
+    const Shape global = input_global_shape(input, mesh, style.input_layout, in);
+    check_global_input(name, global, in);
+    DTensor x = DTensor::from_local(input, mesh, {style.input_layout}, {.shape = global});
+    Tensor local = x.redistribute({Shard(input.dim() - 1)}).to_local();
+    check_input(lin, name, local, local_in);
+    if (has_bias) lin.install_parameter("bias", Tensor());  // the forward runs without it
+    return local;
+  });
+  linear.register_forward_hook([mesh, style, has_bias](nn::Module& m, const Tensor&, const Tensor& output) {
+    DTensor y(output, DTensorSpec::make(mesh, {Partial()}, output.sizes(), output.dtype()));
+    y = y.redistribute({style.output_layout});
+    if (!has_bias) return y.to_local();
+    m.install_parameter("bias", std::nullopt);
+    // A Replicate bias on a sharded output syncs its gradient.
+    return dtensor::add(y, m.parameter_handle("bias").as_dtensor()).to_local();
+  });
+}
+
+}  // namespace
+
+void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan) {
+  DTR_CHECK(mesh.defined() && mesh.ndim() == 1, "parallelize_module: expected a 1-D mesh for tensor parallelism, got {}",
+            mesh.to_string());
+  auto modules = module.named_modules();
+  for (const auto& [name, style] : plan) {
+    nn::Module* target = nullptr;
+    std::vector<std::string> known;
+    for (const auto& [n, m] : modules) {
+      if (n == name) target = m;
+      known.push_back(n.empty() ? "\"\"" : n);
+    }
+    DTR_CHECK(target != nullptr, "parallelize_module: the plan names module '{}', which is not in the module (it has: {})",
+              name, fmt::join(known, ", "));
+    auto* linear = dynamic_cast<nn::Linear*>(target);
+    DTR_CHECK(linear != nullptr, "parallelize_module: module '{}' is a {}; ColwiseParallel and RowwiseParallel apply to "
+              "Linear layers only", name, target->type_name());
+    if (const auto* col = std::get_if<ColwiseParallel>(&style)) {
+      apply_colwise(*linear, name, mesh, *col);
+    } else {
+      apply_rowwise(*linear, name, mesh, std::get<RowwiseParallel>(style));
+    }
+  }
+}
+
+DTensor parameter_dtensor(const nn::Module& module, const std::string& name) {
+  for (const auto& [n, p] : module.named_parameters()) {
+    if (n != name) continue;
+    DTR_CHECK(p.is_sharded(), "parameter_dtensor: '{}' is not a parameter the tensor-parallel plan sharded", name);
+    return p.as_dtensor();
+  }
+  DTR_FAIL("parameter_dtensor: the module has no parameter '{}'", name);
+}
+
+}  // namespace dtr::nn::tensor_parallel
