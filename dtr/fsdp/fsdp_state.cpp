@@ -21,9 +21,10 @@ FSDPState::FSDPState(nn::Module& module, FullyShardOptions options, std::unique_
 void FSDPState::register_hooks() {
   // The hooks own the state: it lives exactly as long as the module's hooks.
   auto self = shared_from_this();
-  module_.register_forward_pre_hook([self](nn::Module&, const Tensor& input) { return self->pre_forward(input); });
-  module_.register_forward_hook(
-      [self](nn::Module&, const Tensor&, const Tensor& output) { return self->post_forward(output); });
+  module_.register_forward_pre_hook(
+      nn::Module::MultiForwardPreHook([self](nn::Module&, const nn::Tensors& inputs) { return self->pre_forward(inputs); }));
+  module_.register_forward_hook(nn::Module::MultiForwardHook(
+      [self](nn::Module&, const nn::Tensors&, const nn::Tensors& outputs) { return self->post_forward(outputs); }));
 }
 
 void FSDPState::unshard() { group_->wait_for_unshard(); }
@@ -51,21 +52,25 @@ std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
   return it == order.begin() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::prev(it)};
 }
 
-Tensor FSDPState::pre_forward(const Tensor& input_in) {
+nn::Tensors FSDPState::pre_forward(const nn::Tensors& inputs_in) {
   DTR_PROFILE_SCOPE("fsdp", "pre_forward");
   if (!context_) lazy_init();
-  Tensor input = input_in;
+  nn::Tensors inputs = inputs_in;
+  bool cast = false;
   const auto& mp = options_.mp_policy;
-  if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
-      input.dtype() != *mp.param_dtype) {
-    input = input.to(*mp.param_dtype);  // differentiable: the gradient goes back in the input's dtype
+  for (Tensor& input : inputs) {
+    if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
+        input.dtype() != *mp.param_dtype) {
+      input = input.to(*mp.param_dtype);  // differentiable: the gradient goes back in the input's dtype
+      cast = true;
+    }
   }
   if (autograd::in_backward()) {
     // A forward recomputed during backward (activation checkpointing): the
     // parameters are (or are made) unsharded; nothing is recorded or prefetched.
     // The recomputed graph's backward then ends with this module's post-backward.
     group_->wait_for_unshard();
-    return arm_post_backward(input, input_in);
+    return arm_post_backward(std::move(inputs), cast);
   }
   if (is_root_) {  // a new iteration starts
     context_->recording.clear();
@@ -78,28 +83,32 @@ Tensor FSDPState::pre_forward(const Tensor& input_in) {
   training_state_ = TrainingState::forward;
   context_->recording.push_back(this);
   for (FSDPState* target : prefetch_targets(/*forward=*/true)) target->group().issue_all_gather();
-  return arm_post_backward(input, input_in);
+  return arm_post_backward(std::move(inputs), cast);
 }
 
-// The module's input, wrapped so that post-backward runs once the module's
-// backward is done (when it needs a gradient at all); undefined when the hook
-// leaves the input as it came.
-Tensor FSDPState::arm_post_backward(const Tensor& input, const Tensor& input_in) {
-  if (autograd::is_grad_enabled() && input.defined() && input.requires_grad()) {
+// The module's inputs, wrapped so that post-backward runs once the module's
+// backward is done (when any needs a gradient at all); an empty list when the
+// hook leaves the inputs as they came (`cast`: some were cast).
+nn::Tensors FSDPState::arm_post_backward(nn::Tensors inputs, bool cast) {
+  if (autograd::is_grad_enabled() && autograd::any_requires_grad(inputs)) {
     auto self = shared_from_this();
-    return autograd::call_after_backward(input, [self] { self->post_backward(); });
+    return autograd::call_after_backward(inputs, [self] { self->post_backward(); });
   }
-  return input.is_same(input_in) ? Tensor() : input;
+  return cast ? inputs : nn::Tensors{};
 }
 
-Tensor FSDPState::post_forward(const Tensor& output_in) {
+nn::Tensors FSDPState::post_forward(const nn::Tensors& outputs_in) {
   DTR_PROFILE_SCOPE("fsdp", "post_forward");
-  Tensor output = output_in;
+  nn::Tensors outputs = outputs_in;
+  bool cast = false;
   const auto& mp = options_.mp_policy;
-  if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
-    output = output.to(*mp.output_dtype);
+  for (Tensor& output : outputs) {
+    if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
+      output = output.to(*mp.output_dtype);
+      cast = true;
+    }
   }
-  if (autograd::in_backward()) return output.is_same(output_in) ? Tensor() : output;  // recomputation
+  if (autograd::in_backward()) return cast ? outputs : nn::Tensors{};  // recomputation
   if (is_root_) context_->forward_order = context_->recording;
   switch (reshard_after_forward_.action(is_root_)) {
     case ReshardAfterForward::Action::keep: break;
@@ -108,17 +117,23 @@ Tensor FSDPState::post_forward(const Tensor& output_in) {
       group_->reshard(autograd::is_grad_enabled() ? reshard_after_forward_.piece_group() : nullptr);
       break;
   }
-  if (autograd::is_grad_enabled() && output.defined() && output.requires_grad()) {
-    auto self = shared_from_this();
-    output.register_hook([self](const Tensor&) {
-      self->pre_backward();
-      return Tensor();
-    });
+  if (autograd::is_grad_enabled()) {
+    for (Tensor& output : outputs) {
+      if (!output.defined() || !output.requires_grad()) continue;
+      auto self = shared_from_this();
+      output.register_hook([self](const Tensor&) {
+        self->pre_backward();
+        return Tensor();
+      });
+    }
   }
-  return output.is_same(output_in) ? Tensor() : output;
+  return cast ? outputs : nn::Tensors{};
 }
 
 void FSDPState::pre_backward() {
+  // Once per backward of a call: the first of the module's outputs to get its
+  // gradient does the work.
+  if (training_state_ == TrainingState::pre_backward) return;
   DTR_PROFILE_SCOPE("fsdp", "pre_backward");
   if (!context_->backward_queued) {
     context_->backward_queued = true;

@@ -6,10 +6,12 @@
 //
 // Hook points (all general Module/autograd mechanisms, see dtr/nn/module.h):
 //   forward pre-hook   unshard (waiting for a prefetch), prefetch the next group,
-//                      wrap the input so that post-backward runs once the
-//                      module's backward is done (autograd::call_after_backward);
+//                      wrap the inputs so that post-backward runs once the
+//                      module's backward is done (autograd::call_after_backward,
+//                      one node over every input needing a gradient);
 //   forward hook       reshard unless reshard_after_forward is false; a gradient
-//                      hook on the output runs pre-backward;
+//                      hook on each output runs pre-backward (the first to fire
+//                      does the work);
 //   pre-backward       unshard again, prefetch the previous group;
 //   post-backward      reduce-scatter the gradients (waiting for the previous
 //                      reduce-scatter first, which bounds memory), reshard;
@@ -75,14 +77,15 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
   void reshard() { group_->reshard(); }
 
  private:
-  Tensor pre_forward(const Tensor& input);
-  Tensor post_forward(const Tensor& output);
+  // The hooks' bodies: the replaced inputs (outputs), or an empty list for none.
+  nn::Tensors pre_forward(const nn::Tensors& inputs);
+  nn::Tensors post_forward(const nn::Tensors& outputs);
   void pre_backward();
   void post_backward();
   void finish_backward();  // the root's end-of-backward callback
   void lazy_init();
   std::vector<FSDPState*> prefetch_targets(bool forward);
-  Tensor arm_post_backward(const Tensor& input, const Tensor& input_in);
+  nn::Tensors arm_post_backward(nn::Tensors inputs, bool cast);
 
   nn::Module& module_;
   FullyShardOptions options_;

@@ -47,39 +47,63 @@ class GeneratorStateGuard {
   GeneratorState previous_;
 };
 
+// The backward of a checkpointed call: one gradient per differentiable output
+// (floating, in the order the module returned them), one per input.
 class CheckpointBackward final : public autograd::Node {
  public:
-  CheckpointBackward(ModulePtr module, const Tensor& input, GeneratorState rng)
-      : module_(std::move(module)), input_(input), rng_(rng) {}
+  CheckpointBackward(ModulePtr module, const Tensors& inputs, std::vector<size_t> differentiable_outputs,
+                     GeneratorState rng)
+      : module_(std::move(module)), differentiable_outputs_(std::move(differentiable_outputs)), rng_(rng) {
+    for (const Tensor& x : inputs) inputs_.emplace_back(x);
+  }
   std::string name() const override { return "CheckpointBackward(" + module_->type_name() + ")"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    Tensor x = input_.unpack(*this).detach();
-    std::shared_ptr<CaptureInputGrad> capture;
-    if (needs_input_grad(0)) {
-      capture = std::make_shared<CaptureInputGrad>();
-      autograd::set_history(capture, {}, {&x});
+    Tensors xs;
+    std::vector<std::shared_ptr<CaptureInputGrad>> captures(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      Tensor x = inputs_[i].unpack(*this);
+      xs.push_back(x.defined() ? x.detach() : x);
+      if (needs_input_grad(i)) {
+        captures[i] = std::make_shared<CaptureInputGrad>();
+        autograd::set_history(captures[i], {}, {&xs[i]});
+      }
     }
-    Tensor out;
+    Tensors outs;
     {
       GeneratorStateGuard replay(rng_);
       RecomputeScope recomputing;
       autograd::EnableGradGuard grad_mode;
-      out = (*module_)(x);
+      outs = module_->call(xs);
     }
-    DTR_CHECK(out.sizes() == grads[0].sizes(),
-              "{}: the recomputed output has shape {}, the first forward's had {} (does the module's "
-              "forward depend on something besides its input, parameters and the default generator?)",
-              name(), shape_str(out.sizes()), shape_str(grads[0].sizes()));
-    if (out.requires_grad()) autograd::backward({out}, {grads[0]});
-    return {capture ? capture->grad : Tensor()};
+    Tensors roots, root_grads;
+    for (size_t k = 0; k < differentiable_outputs_.size(); ++k) {
+      const size_t index = differentiable_outputs_[k];
+      const Tensor recomputed = index < outs.size() ? outs[index] : Tensor();
+      DTR_CHECK(recomputed.defined() && recomputed.sizes() == grads[k].sizes(),
+                "{}: the recomputed output {} has shape {}, the first forward's had {} (does the module's "
+                "forward depend on something besides its inputs, parameters and the default generator?)",
+                name(), index, recomputed.defined() ? shape_str(recomputed.sizes()) : "(none)",
+                shape_str(grads[k].sizes()));
+      if (recomputed.requires_grad()) {
+        roots.push_back(recomputed);
+        root_grads.push_back(grads[k]);
+      }
+    }
+    if (!roots.empty()) autograd::backward(roots, root_grads);
+    std::vector<Tensor> input_grads;
+    for (const auto& capture : captures) input_grads.push_back(capture ? capture->grad : Tensor());
+    return input_grads;
   }
 
-  void release_saved() override { input_.release(); }
+  void release_saved() override {
+    for (auto& x : inputs_) x.release();
+  }
 
  private:
   ModulePtr module_;
-  autograd::SavedTensor input_;
+  std::vector<autograd::SavedTensor> inputs_;
+  std::vector<size_t> differentiable_outputs_;
   GeneratorState rng_;
 };
 
@@ -114,22 +138,32 @@ CheckpointWrapper::CheckpointWrapper(ModulePtr module) : module_(std::move(modul
 
 std::string CheckpointWrapper::type_name() const { return "CheckpointWrapper(" + module_->type_name() + ")"; }
 
-Tensor CheckpointWrapper::forward(const Tensor& input) {
+Tensors CheckpointWrapper::forward_multi(const Tensors& inputs) {
   const bool record = autograd::is_grad_enabled() &&
-                      ((input.defined() && input.requires_grad()) || any_parameter_requires_grad(*module_));
-  if (!record) return (*module_)(input);
+                      (autograd::any_requires_grad(inputs) || any_parameter_requires_grad(*module_));
+  if (!record) return module_->call(inputs);
   const GeneratorState rng = default_generator().state();
-  Tensor out;
+  Tensors outs;
   {
     NoGradGuard no_grad;
-    out = (*module_)(input);
+    outs = module_->call(inputs);
   }
-  if (!out.defined() || !is_floating(out.dtype())) return out;  // nothing to differentiate
-  // A new handle on the output's storage: the module may have returned its input
+  // New handles on the outputs' storage: the module may have returned an input
   // (or another tensor someone else holds), whose autograd state must not change.
-  Tensor result = out.detach();
-  autograd::set_history(std::make_shared<CheckpointBackward>(module_, input, rng), {&input}, {&result});
-  return result;
+  std::vector<size_t> differentiable;
+  std::vector<const Tensor*> results;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].defined() || !is_floating(outs[i].dtype())) continue;  // nothing to differentiate
+    outs[i] = outs[i].detach();
+    differentiable.push_back(i);
+    results.push_back(&outs[i]);
+  }
+  if (results.empty()) return outs;
+  std::vector<const Tensor*> input_ptrs;
+  for (const Tensor& x : inputs) input_ptrs.push_back(&x);
+  autograd::set_history(std::make_shared<CheckpointBackward>(module_, inputs, std::move(differentiable), rng),
+                        input_ptrs, results);
+  return outs;
 }
 
 bool in_checkpoint_recomputation() { return t_recomputing > 0; }

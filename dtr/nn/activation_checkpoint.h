@@ -57,7 +57,7 @@ class CheckpointWrapper : public Module {
   explicit CheckpointWrapper(ModulePtr module);
   // "CheckpointWrapper(<wrapped type>)".
   std::string type_name() const override;
-  Tensor forward(const Tensor& input) override;
+  Tensors forward_multi(const Tensors& inputs) override;
   Module& wrapped() const { return *module_; }
   const ModulePtr& wrapped_ptr() const { return module_; }
 

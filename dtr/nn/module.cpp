@@ -34,9 +34,9 @@ Tensor as_parameter(Tensor t, bool requires_grad) {
 
 namespace detail {
 
-// One profiled call's backward span: begun by a node on the output's alias,
-// ended after the input's gradient (call_after_backward) or, when the input needs
-// none, at the end of the graph.
+// One profiled call's backward span: begun by a node on an output's alias (the
+// first to get its gradient), ended after the inputs' gradients
+// (call_after_backward) or, when no input needs one, at the end of the graph.
 struct ModuleBackwardSpan : std::enable_shared_from_this<ModuleBackwardSpan> {
   const char* name = nullptr;
   bool input_needs_grad = false;
@@ -78,46 +78,71 @@ void ModuleBackwardSpan::close_at_graph_end() {
 
 }  // namespace detail
 
+Tensor Module::forward(const Tensor&) {
+  DTR_FAIL("{}: has no forward; a module overrides forward(const Tensor&) (one tensor in, one out) or "
+           "forward_multi(const Tensors&) (several)",
+           type_name());
+}
+
+Tensors Module::forward_multi(const Tensors& inputs) {
+  DTR_CHECK(inputs.size() == 1,
+            "{}: called with {} inputs, but it takes one (it overrides forward(const Tensor&)); a module "
+            "taking several overrides forward_multi(const Tensors&)",
+            type_name(), inputs.size());
+  return {forward(inputs[0])};
+}
+
 Tensor Module::operator()(const Tensor& input) {
-  if (!profiler::enabled()) [[likely]] return call_with_hooks(input, nullptr);
+  Tensors out = call(Tensors{input});
+  DTR_CHECK(out.size() == 1,
+            "{}: returned {} tensors where one was expected; call a module returning several with "
+            "call({{...}}) or module(a, b, ...)",
+            type_name(), out.size());
+  return std::move(out[0]);
+}
+
+Tensors Module::call(const Tensors& inputs) {
+  if (!profiler::enabled()) [[likely]] return call_with_hooks(inputs, nullptr);
   const int64_t start = profiler::now_ns();
   std::shared_ptr<detail::ModuleBackwardSpan> backward;
   if (autograd::is_grad_enabled()) {
     backward = std::make_shared<detail::ModuleBackwardSpan>();
     backward->name = profile_name();
   }
-  Tensor out = call_with_hooks(input, backward);
+  Tensors out = call_with_hooks(inputs, backward);
   profiler::record("forward", profile_name(), start, profiler::now_ns());
   return out;
 }
 
-Tensor Module::call_with_hooks(const Tensor& input, const std::shared_ptr<detail::ModuleBackwardSpan>& backward) {
-  Tensor x = input;
-  if (backward && x.defined() && x.requires_grad()) {
+Tensors Module::call_with_hooks(Tensors x, const std::shared_ptr<detail::ModuleBackwardSpan>& backward) {
+  if (backward && autograd::any_requires_grad(x)) {
     // Before the pre-hooks: FSDP's post-backward (installed by its pre-hook the
     // same way) runs before this, inside the span.
     backward->input_needs_grad = true;
     x = autograd::call_after_backward(x, [backward] { backward->end(profiler::now_ns()); });
   }
   for (auto& [handle, hook] : pre_hooks_) {
-    Tensor replaced = hook(*this, x);
-    if (replaced.defined()) x = std::move(replaced);
+    Tensors replaced = hook(*this, x);
+    if (!replaced.empty()) x = std::move(replaced);
   }
-  Tensor out = forward(x);
+  Tensors out = forward_multi(x);
   for (auto& [handle, hook] : post_hooks_) {
-    Tensor replaced = hook(*this, x, out);
-    if (replaced.defined()) out = std::move(replaced);
+    Tensors replaced = hook(*this, x, out);
+    if (!replaced.empty()) out = std::move(replaced);
   }
-  if (backward && out.defined() && out.requires_grad()) {
-    // The caller gets an alias whose backward node begins the span: the gradient
-    // passes it before any hook on `out` (FSDP's pre-backward) and before the
-    // backward of a child module that returned the same tensor (a Sequential's
-    // last layer), so the spans nest. (A gradient hook on `out` would run after
-    // the hooks registered before it, the child's among them.)
-    out = autograd::record_unary(out, out.detach(), "ModuleBackwardBegin", [backward](const Tensor& grad) {
-      backward->begin();
-      return grad;
-    });
+  if (backward) {
+    for (Tensor& o : out) {
+      if (!o.defined() || !o.requires_grad()) continue;
+      // The caller gets an alias whose backward node begins the span: the gradient
+      // passes it before any hook on `o` (FSDP's pre-backward) and before the
+      // backward of a child module that returned the same tensor (a Sequential's
+      // last layer), so the spans nest. (A gradient hook on `o` would run after
+      // the hooks registered before it, the child's among them.)
+      o = autograd::record_unary(o, o.detach(), "ModuleBackwardBegin", [backward](const Tensor& grad) {
+        backward->begin();
+        return grad;
+      });
+    }
   }
   return out;
 }
@@ -367,14 +392,37 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
-int Module::register_forward_pre_hook(ForwardPreHook hook) {
+int Module::register_forward_pre_hook(MultiForwardPreHook hook) {
   pre_hooks_.emplace_back(next_hook_handle_, std::move(hook));
   return next_hook_handle_++;
 }
 
-int Module::register_forward_hook(ForwardHook hook) {
+int Module::register_forward_hook(MultiForwardHook hook) {
   post_hooks_.emplace_back(next_hook_handle_, std::move(hook));
   return next_hook_handle_++;
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  return register_forward_pre_hook(MultiForwardPreHook([hook = std::move(hook)](Module& m, const Tensors& inputs) {
+    DTR_CHECK(inputs.size() == 1,
+              "{}: a one-tensor forward pre-hook is registered, but the module was called with {} inputs; "
+              "register a hook taking Tensors (MultiForwardPreHook)",
+              m.type_name(), inputs.size());
+    Tensor replaced = hook(m, inputs[0]);
+    return replaced.defined() ? Tensors{std::move(replaced)} : Tensors{};
+  }));
+}
+
+int Module::register_forward_hook(ForwardHook hook) {
+  return register_forward_hook(
+      MultiForwardHook([hook = std::move(hook)](Module& m, const Tensors& inputs, const Tensors& outputs) {
+        DTR_CHECK(inputs.size() == 1 && outputs.size() == 1,
+                  "{}: a one-tensor forward hook is registered, but the module took {} inputs and returned {} "
+                  "outputs; register a hook taking Tensors (MultiForwardHook)",
+                  m.type_name(), inputs.size(), outputs.size());
+        Tensor replaced = hook(m, inputs[0], outputs[0]);
+        return replaced.defined() ? Tensors{std::move(replaced)} : Tensors{};
+      }));
 }
 
 void Module::remove_hook(int handle) {

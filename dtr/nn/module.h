@@ -1,6 +1,7 @@
 // nn::Module: the base of every layer and model. A module owns named parameters
 // (leaf tensors requiring grad), buffers and child modules, and computes
-// forward(input) -> output on one tensor.
+// forward(input) -> output on one tensor, or forward_multi(inputs) -> outputs on
+// several (tokens and positions in, logits and an auxiliary loss out).
 //
 // The general mechanisms FSDP relies on (it never special-cases a layer type):
 //   - named_parameters() / named_modules() with dotted names ("layers.0.weight");
@@ -10,9 +11,9 @@
 //     (install_parameter). Modules read their parameters through the slot on
 //     every forward: by name (parameter()), or through the Parameter handle
 //     register_parameter returned, never through a Tensor copied out of the slot;
-//   - forward pre-hooks and post-hooks that see and may replace the input and
-//     the output. Call a module with operator(), which runs the hooks; calling
-//     forward() directly bypasses them.
+//   - forward pre-hooks and post-hooks that see and may replace the inputs and
+//     the outputs. Call a module with operator() or call(), which run the hooks;
+//     calling forward() directly bypasses them.
 // Wrappers: a module may register one child with an empty name
 // (register_wrapped_module); that child's parameters, buffers and descendants
 // keep the names they would have without the wrapper ("layers.0.attn.wq.weight",
@@ -26,12 +27,12 @@
 // named_modules() order, each filling its own parameters through the RNG.
 // Profiling (dtr/tensor/profiler.h): while the profiler records, operator() records
 // a "forward" span (hooks included) and, when the output needs a gradient, a
-// "backward" span from the moment the output's gradient is ready to the moment
-// the input's gradient is (so FSDP's pre-backward all-gather and post-backward
-// reduce-scatter fall inside it); a module whose input needs no gradient (token
+// "backward" span from the moment an output's gradient is first ready to the moment
+// the inputs' gradients are (so FSDP's pre-backward all-gather and post-backward
+// reduce-scatter fall inside it); a module whose inputs need no gradient (token
 // ids) ends its backward span at the end of the graph. For the backward span the
-// caller then gets an alias of the output (same storage, one more autograd node)
-// and the module an alias of its input. Both spans are named by profile_name():
+// caller then gets aliases of the outputs (same storage, one more autograd node)
+// and the module aliases of its inputs. Both spans are named by profile_name():
 // the type name, or "path (Type)" after name_modules_for_profiling.
 // Off, operator() costs one relaxed atomic load more and changes nothing. The spans
 // are built in, not a hook the profiler installs, because they must enclose every
@@ -42,6 +43,7 @@
 #include "dtr/nn/parameter.h"
 #include "dtr/tensor/tensor.h"
 
+#include <concepts>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,6 +61,8 @@ namespace detail {
 struct ModuleBackwardSpan;
 }
 using StateDict = std::map<std::string, Tensor>;
+// The inputs or outputs of a module that takes or returns several tensors.
+using Tensors = std::vector<Tensor>;
 
 class Module {
  public:
@@ -69,9 +73,24 @@ class Module {
 
   // The layer's name in summaries and errors ("Linear", "Sequential", ...).
   virtual std::string type_name() const = 0;
-  virtual Tensor forward(const Tensor& input) = 0;
-  // Runs the forward pre-hooks, forward() and the forward hooks.
+  // One tensor in, one out: what most layers override. A module taking or
+  // returning several tensors overrides forward_multi instead.
+  virtual Tensor forward(const Tensor& input);
+  // Any number of tensors in and out, in an order the module documents. The
+  // default passes a single input to forward(). Hooks, fully_shard, activation
+  // checkpointing and the profiler see every input and output.
+  virtual Tensors forward_multi(const Tensors& inputs);
+  // Runs the forward pre-hooks, the forward and the forward hooks. This form
+  // needs a module that returns one tensor.
   Tensor operator()(const Tensor& input);
+  // The same for any number of inputs and outputs: module.call({tokens, positions}),
+  // or module(tokens, positions).
+  Tensors call(const Tensors& inputs);
+  template <class... More>
+    requires(std::convertible_to<const More&, const Tensor&> && ...)
+  Tensors operator()(const Tensor& first, const Tensor& second, const More&... more) {
+    return call(Tensors{first, second, more...});
+  }
 
   // --- parameters, buffers, children ---
   // Handles to the parameter slots (dtr/nn/parameter.h), by dotted name.
@@ -132,8 +151,16 @@ class Module {
   using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
   // Hook: sees input and output; returning a defined tensor replaces the output.
   using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+  // The forms for any number of inputs and outputs: returning a non-empty list
+  // replaces all the inputs (outputs). A one-tensor hook on a module called with
+  // several inputs, or returning several outputs, is an error that says so.
+  using MultiForwardPreHook = std::function<Tensors(Module& module, const Tensors& inputs)>;
+  using MultiForwardHook =
+      std::function<Tensors(Module& module, const Tensors& inputs, const Tensors& outputs)>;
   int register_forward_pre_hook(ForwardPreHook hook);
   int register_forward_hook(ForwardHook hook);
+  int register_forward_pre_hook(MultiForwardPreHook hook);
+  int register_forward_hook(MultiForwardHook hook);
   void remove_hook(int handle);
 
   // --- profiling ---
@@ -168,14 +195,14 @@ class Module {
  private:
   void add_child(const std::string& name, ModulePtr module);
   // Hooks and forward; `backward` (profiling only) times this call's backward.
-  Tensor call_with_hooks(const Tensor& input, const std::shared_ptr<detail::ModuleBackwardSpan>& backward);
+  Tensors call_with_hooks(Tensors inputs, const std::shared_ptr<detail::ModuleBackwardSpan>& backward);
   const Parameter* find_parameter(const std::string& name) const;
 
   std::vector<std::pair<std::string, Parameter>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
-  std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
-  std::vector<std::pair<int, ForwardHook>> post_hooks_;
+  std::vector<std::pair<int, MultiForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<int, MultiForwardHook>> post_hooks_;
   int next_hook_handle_ = 0;
   bool training_ = true;
   const char* profile_name_ = nullptr;

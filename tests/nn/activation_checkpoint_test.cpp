@@ -275,3 +275,43 @@ TEST_CASE("checkpointing 4 transformer blocks keeps only their inputs as activat
     CHECK(found);
   }
 }
+
+namespace {
+
+// (x, y) -> (tanh(lin(x)) * y, sum of y squared): two inputs, two outputs.
+struct GateAndNorm : Module {
+  std::shared_ptr<Linear> lin = register_module("lin", std::make_shared<Linear>(4, 4, LinearOptions{.dtype = DType::f64}));
+  std::string type_name() const override { return "GateAndNorm"; }
+  Tensors forward_multi(const Tensors& in) override {
+    return {mul(tanh((*lin)(in.at(0))), in.at(1)), sum(square(in.at(1)))};
+  }
+};
+
+// The inputs' and parameters' gradients after a backward of sum(out0) + 3 out1.
+std::vector<std::vector<double>> two_input_grads(Module& m, bool y_requires_grad) {
+  manual_seed(5);
+  Tensor x = randn({3, 4}, {.dtype = DType::f64}).requires_grad_();
+  Tensor y = randn({3, 4}, {.dtype = DType::f64});
+  if (y_requires_grad) y.requires_grad_();
+  Tensors out = m(x, y);
+  add(sum(out.at(0)), mul(out.at(1), Scalar(3.0))).backward();
+  std::vector<std::vector<double>> grads{x.grad().to_vector<double>()};
+  if (y_requires_grad) grads.push_back(y.grad().to_vector<double>());
+  for (auto& p : m.parameters()) grads.push_back(p->grad().to_vector<double>());
+  return grads;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpointed module with two inputs and two outputs gives the plain module's gradients",
+          "[nn][checkpoint]") {
+  for (bool y_requires_grad : {true, false}) {
+    INFO("y requires grad: " << y_requires_grad);
+    manual_seed(2);
+    GateAndNorm plain;
+    manual_seed(2);
+    CheckpointWrapper wrapped(std::make_shared<GateAndNorm>());
+    const auto want = two_input_grads(plain, y_requires_grad);
+    CHECK(two_input_grads(wrapped, y_requires_grad) == want);
+  }
+}

@@ -94,3 +94,38 @@ TEST_CASE("profiler module spans: forward and backward per module, children nest
   for (const auto* e : {&seq, &emb, &l1, &l2}) CHECK(e->end_ns >= e->start_ns);
   profiler::clear();
 }
+
+namespace {
+
+// (x, y) -> (lin(x) * y, lin(y)): two inputs, two outputs, one child.
+struct TwoWay : Module {
+  std::shared_ptr<Linear> lin = register_module("lin", std::make_shared<Linear>(4, 4));
+  std::string type_name() const override { return "TwoWay"; }
+  Tensors forward_multi(const Tensors& in) override { return {mul((*lin)(in.at(0)), in.at(1)), (*lin)(in.at(1))}; }
+};
+
+}  // namespace
+
+TEST_CASE("profiler module spans of a module with two inputs and outputs: one span each, children inside") {
+  if (std::getenv("DTR_PROFILE") != nullptr) return;  // the test drives the profiler itself
+  manual_seed(4);
+  TwoWay model;
+  name_modules_for_profiling(model);
+  Tensor x = randn({2, 4}).requires_grad_(), y = randn({2, 4}).requires_grad_();
+  profiler::start({.print_summary = false});
+  Tensors out = model(x, y);
+  add(sum(out[0]), sum(out[1])).backward();
+  profiler::stop();
+  const auto events = profiler::events();
+  only(events, "forward", "TwoWay");
+  const auto outer = only(events, "backward", "TwoWay");
+  int inner_backward = 0;
+  for (const auto& e : events) {
+    if (e.category != "backward" || e.name != "lin (Linear)") continue;
+    ++inner_backward;
+    CHECK(outer.start_ns <= e.start_ns);
+    CHECK(e.end_ns <= outer.end_ns);
+  }
+  CHECK(inner_backward == 2);  // the child ran twice
+  profiler::clear();
+}

@@ -1,5 +1,6 @@
 // nn::Module: naming, slots, state dicts, hooks, devices and meta-device
 // initialisation; and a small model that learns (with a hand-written SGD step).
+#include "dtr/base/error.h"
 #include "dtr/nn/activation.h"
 #include "dtr/nn/container.h"
 #include "dtr/nn/linear.h"
@@ -104,6 +105,95 @@ TEST_CASE("a post-backward hook on a module's input runs after the module's whol
   // backward is done, so its hook fires once, between the two post-backward calls.
   CHECK(log == std::vector<std::string>{"post-backward", "weight grad", "post-backward"});
   CHECK_THROWS_WITH(autograd::call_after_backward(zeros({2}), [] {}), Catch::Contains("does not require grad"));
+}
+
+namespace {
+
+// (a, b) -> (a * b, a + b).
+struct ProductAndSum : Module {
+  std::string type_name() const override { return "ProductAndSum"; }
+  Tensors forward_multi(const Tensors& in) override {
+    DTR_CHECK(in.size() == 2, "ProductAndSum takes 2 inputs, got {}", in.size());
+    return {mul(in[0], in[1]), add(in[0], in[1])};
+  }
+};
+
+// x -> (x, 2x).
+struct AndTwice : Module {
+  std::string type_name() const override { return "AndTwice"; }
+  Tensors forward_multi(const Tensors& in) override { return {in.at(0), mul(in.at(0), Scalar(2.0))}; }
+};
+
+struct NoForward : Module {
+  std::string type_name() const override { return "NoForward"; }
+};
+
+std::vector<float> floats(const Tensor& t) { return t.to_vector<float>(); }
+
+}  // namespace
+
+TEST_CASE("a module takes and returns several tensors, and its hooks see and replace them all", "[nn][module][hooks]") {
+  ProductAndSum m;
+  std::vector<std::string> log;
+  m.register_forward_pre_hook([&](Module&, const Tensors& in) {
+    log.push_back("pre:" + std::to_string(in.size()));
+    return Tensors{mul(in[0], Scalar(2.0)), in[1]};
+  });
+  m.register_forward_hook([&](Module&, const Tensors& in, const Tensors& out) {
+    log.push_back("post:" + std::to_string(in.size()) + "->" + std::to_string(out.size()));
+    CHECK(floats(in[0]) == std::vector<float>{2, 4});  // the replaced input
+    return Tensors{};                                   // keeps the outputs
+  });
+  Tensor a = from_vector<float>({1, 2}, {2}), b = from_vector<float>({3, 4}, {2});
+  Tensors out = m(a, b);
+  // a is doubled by the pre-hook: (2, 4) * (3, 4) and (2, 4) + (3, 4).
+  REQUIRE(out.size() == 2);
+  CHECK(floats(out[0]) == std::vector<float>{6, 16});
+  CHECK(floats(out[1]) == std::vector<float>{5, 8});
+  CHECK(floats(m.call({a, b})[1]) == std::vector<float>{5, 8});
+  CHECK(log == std::vector<std::string>{"pre:2", "post:2->2", "pre:2", "post:2->2"});
+}
+
+TEST_CASE("calling a module with the wrong number of tensors, or hooks of one tensor, says what to do",
+          "[nn][module][hooks]") {
+  Tensor a = from_vector<float>({1, 2}, {2}), b = from_vector<float>({3, 4}, {2});
+  Linear lin(2, 2);
+  CHECK_THROWS_WITH(lin(a, b), Catch::Contains("Linear: called with 2 inputs, but it takes one") &&
+                                   Catch::Contains("forward_multi"));
+  AndTwice twice;
+  CHECK_THROWS_WITH(twice(a), Catch::Contains("AndTwice: returned 2 tensors where one was expected"));
+  CHECK(floats(twice.call({a})[1]) == std::vector<float>{2, 4});
+  NoForward none;
+  CHECK_THROWS_WITH(none(a), Catch::Contains("NoForward: has no forward"));
+
+  ProductAndSum m;
+  int pre = m.register_forward_pre_hook([](Module&, const Tensor& x) { return x; });
+  CHECK_THROWS_WITH(m(a, b), Catch::Contains("ProductAndSum: a one-tensor forward pre-hook is registered, but the "
+                                             "module was called with 2 inputs"));
+  m.remove_hook(pre);
+  m.register_forward_hook([](Module&, const Tensor&, const Tensor& y) { return y; });
+  CHECK_THROWS_WITH(m(a, b), Catch::Contains("a one-tensor forward hook is registered, but the module took 2 "
+                                             "inputs and returned 2 outputs"));
+}
+
+TEST_CASE("call_after_backward over several tensors runs once, after the backward of all of them", "[nn][hooks]") {
+  Tensor a = from_vector<float>({1, 2}, {2}).requires_grad_();
+  Tensor b = from_vector<float>({3, 4}, {2}).requires_grad_();
+  Tensor c = from_vector<float>({5, 6}, {2});  // needs no gradient: passed on as it is
+  std::vector<std::string> log;
+  Tensors wrapped = autograd::call_after_backward(Tensors{a, b, c}, [&] { log.push_back("after"); });
+  CHECK(wrapped[2].is_same(c));
+  a.register_hook([&](const Tensor&) {
+    log.push_back("a grad");
+    return Tensor();
+  });
+  sum(mul(mul(wrapped[0], wrapped[1]), wrapped[2])).backward();
+  CHECK(log == std::vector<std::string>{"after", "a grad"});
+  // d/da sum(a b c) = b c = (15, 24); d/db = a c = (5, 12).
+  CHECK(floats(a.grad()) == std::vector<float>{15, 24});
+  CHECK(floats(b.grad()) == std::vector<float>{5, 12});
+  CHECK_THROWS_WITH(autograd::call_after_backward(Tensors{c}, [] {}),
+                    Catch::Contains("none of the 1 tensors requires grad"));
 }
 
 TEST_CASE("state_dict round-trips and load_state_dict names what is wrong", "[nn][module]") {

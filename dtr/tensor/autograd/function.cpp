@@ -5,6 +5,8 @@
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/ops/reduce.h"
 
+#include <algorithm>
+
 namespace dtr::autograd {
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
@@ -23,8 +25,18 @@ Edge gradient_edge(const Tensor& t) {
   return {AccumulateGrad::for_leaf(t), 0};
 }
 
+bool any_requires_grad(std::span<const Tensor> tensors) {
+  return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
 void set_history(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
                  std::initializer_list<const Tensor*> outputs) {
+  set_history(node, std::span<const Tensor* const>(inputs.begin(), inputs.size()),
+              std::span<const Tensor* const>(outputs.begin(), outputs.size()));
+}
+
+void set_history(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
+                 std::span<const Tensor* const> outputs) {
   for (const Tensor* in : inputs) node->next_edges().push_back(gradient_edge(*in));
   for (const Tensor* out : outputs) {
     DTR_INTERNAL_ASSERT(is_floating(out->dtype()), "{} output of dtype {} cannot require grad",
@@ -50,13 +62,14 @@ class LambdaBackward final : public Node {
   std::function<Tensor(const Tensor&)> fn_;
 };
 
+// Passes every gradient through unchanged, calling fn_ first.
 class CallAfterBackward final : public Node {
  public:
   explicit CallAfterBackward(std::function<void()> fn) : fn_(std::move(fn)) {}
   std::string name() const override { return "CallAfterBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     fn_();
-    return {grads[0]};
+    return grads;
   }
 
  private:
@@ -72,6 +85,24 @@ Tensor call_after_backward(const Tensor& x, std::function<void()> fn) {
             shape_str(x.sizes()));
   Tensor out = x.detach();
   set_history(std::make_shared<CallAfterBackward>(std::move(fn)), {&x}, {&out});
+  return out;
+}
+
+std::vector<Tensor> call_after_backward(const std::vector<Tensor>& xs, std::function<void()> fn) {
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor> out = xs;
+  std::vector<const Tensor*> outputs;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined() || !xs[i].requires_grad()) continue;
+    inputs.push_back(&xs[i]);
+    out[i] = xs[i].detach();
+    outputs.push_back(&out[i]);
+  }
+  DTR_CHECK(!inputs.empty(),
+            "call_after_backward: none of the {} tensors requires grad, so no backward will reach them; use "
+            "queue_callback",
+            xs.size());
+  set_history(std::make_shared<CallAfterBackward>(std::move(fn)), inputs, outputs);
   return out;
 }
 

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,10 +29,15 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 // accumulator when t is a leaf that requires grad; invalid otherwise.
 Edge gradient_edge(const Tensor& t);
 
+// Some tensor of `tensors` is defined and requires grad.
+bool any_requires_grad(std::span<const Tensor> tensors);
+
 // Points node's next edges at `inputs` (in order) and makes node the grad_fn of
 // `outputs` (which then require grad).
 void set_history(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
                  std::initializer_list<const Tensor*> outputs);
+void set_history(const std::shared_ptr<Node>& node, std::span<const Tensor* const> inputs,
+                 std::span<const Tensor* const> outputs);
 
 // A one-input, one-output op whose backward is `backward(grad_output)`.
 // Returns `output`, recorded when `input` needs a gradient.
@@ -44,6 +50,10 @@ Tensor record_unary(const Tensor& input, Tensor output, std::string name,
 // post-backward hook (FSDP reduce-scatters its gradients there). x must require
 // grad; when no input of a module does, use queue_callback instead.
 Tensor call_after_backward(const Tensor& x, std::function<void()> fn);
+// The same over several tensors (a module's inputs), through one node, so `fn`
+// runs once, after the backward of everything computed from any of them. Tensors
+// that do not require grad come back as they are; at least one must require it.
+std::vector<Tensor> call_after_backward(const std::vector<Tensor>& xs, std::function<void()> fn);
 
 // Before an in-place write to `self`: refuses tensors that require grad while grad
 // mode is on (autograd does not record in-place ops), then bumps self's version so
