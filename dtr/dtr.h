@@ -1,6 +1,6 @@
 // dtr's common API in one include: tensors and their ops, autograd, modules,
-// optimizers, the process mesh, DTensor, fully_shard and checkpoints. Everything
-// else is included by its own path, <dtr/<layer>/...>.
+// optimizers, the process mesh, DTensor, fully_shard, checkpoints and Hugging
+// Face weights. Everything else is included by its own path, <dtr/<layer>/...>.
 #pragma once
 
 #include "dtr/base/error.h"
@@ -47,4 +47,6 @@
 #include "dtr/fsdp/state_dict.h"
 
 #include "dtr/checkpoint/checkpoint.h"
+#include "dtr/checkpoint/hf_config.h"
+#include "dtr/checkpoint/hf_weights.h"
 #include "dtr/checkpoint/safetensors.h"

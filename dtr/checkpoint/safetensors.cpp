@@ -3,8 +3,7 @@
 #include "dtr/base/error.h"
 #include "dtr/checkpoint/agreement.h"
 #include "dtr/checkpoint/file_io.h"
-#include "dtr/dtensor/dtensor.h"
-#include "dtr/fsdp/fully_shard.h"
+#include "dtr/checkpoint/model_tensors.h"
 #include "dtr/mesh/distributed.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/factory.h"
@@ -12,7 +11,6 @@
 #include <algorithm>
 #include <bit>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 
 namespace dtr::checkpoint {
@@ -200,37 +198,12 @@ void SafetensorsWriter::finish() {
   impl_->file.sync_and_close();
 }
 
-namespace {
-
-// A parameter or buffer as a file sees it: what this rank holds and, for a sharded
-// parameter, its layout.
-struct ModelTensor {
-  std::string name;
-  Tensor local;
-  std::optional<DTensorSpec> sharding;
-
-  Shape global_shape() const { return sharding ? sharding->shape : local.sizes(); }
-  Tensor full() const { return sharding ? DTensor(local.detach(), *sharding).full_tensor() : local.detach(); }
-};
-
-std::vector<ModelTensor> tensors_of(nn::Module& model) {
-  fsdp::reshard_all(model);
-  std::vector<ModelTensor> out;
-  for (auto& [name, p] : model.named_parameters()) {
-    out.push_back({name, p.data(), p.is_sharded() ? std::optional<DTensorSpec>(*p.sharding()) : std::nullopt});
-  }
-  for (auto& [name, b] : model.named_buffers()) out.push_back({name, b, std::nullopt});
-  return out;
-}
-
-}  // namespace
-
 void save_safetensors(nn::Module& model, const fs::path& path, const std::map<std::string, std::string>& metadata) {
   distributed::ensure_initialized("dtr::checkpoint::save_safetensors");
   autograd::NoGradGuard no_grad;
   const bool writer_rank = distributed::rank() == 0;
   const fs::path tmp = fs::path(path.string() + ".tmp");
-  const auto slots = tensors_of(model);
+  const auto slots = model_tensors(model);
   std::string error;
   std::unique_ptr<SafetensorsWriter> writer;
   auto attempt = [&](auto&& f) {
@@ -267,7 +240,7 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
 void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
   distributed::ensure_initialized("dtr::checkpoint::load_safetensors");
   autograd::NoGradGuard no_grad;
-  const auto slots = tensors_of(model);
+  const auto slots = model_tensors(model);
   std::string error;
   std::vector<std::pair<Tensor, Tensor>> staged;  // slot, its local part
   try {
@@ -294,9 +267,7 @@ void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
               path.string(), fmt::join(missing, ", "), fmt::join(unexpected, ", "), fmt::join(mismatched, "; "));
     for (const auto& t : slots) {
       if (!header.tensors.contains(t.name)) continue;
-      const Box box = t.sharding ? Box{t.sharding->local_offset(), t.sharding->local_shape()}
-                                 : Box{Shape(t.local.sizes().size(), 0), t.local.sizes()};
-      staged.emplace_back(t.local, read_safetensors_box(path, header, t.name, box));
+      staged.emplace_back(t.local, read_safetensors_box(path, header, t.name, t.local_box()));
     }
   } catch (const std::exception& e) {
     error = e.what();

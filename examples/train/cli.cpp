@@ -52,6 +52,9 @@ void validate(TrainConfig& c, int world_size) {
   if (!c.resume.empty() && !std::filesystem::exists(std::filesystem::path(c.resume) / "metadata.json")) {
     bad(fmt::format("--resume {}: no checkpoint there (no metadata.json)", c.resume));
   }
+  if (!c.init_from.empty() && !std::filesystem::is_regular_file(std::filesystem::path(c.init_from) / "config.json")) {
+    bad(fmt::format("--init-from {}: no config.json there (expected a Hugging Face model directory)", c.init_from));
+  }
   if (!is_model_name(c.model) && !std::filesystem::is_regular_file(c.model)) {
     bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)",
                     c.model));
@@ -111,7 +114,14 @@ CliResult parse_cli(int argc, const char* const* argv, int world_size) {
       "Ctrl-C / SIGTERM / SIGUSR1 save a checkpoint at the next step boundary and exit 0 (see --resume).",
       "dtr-train"};
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", c.model, "tiny | small | gpt2-124m | llama-7b | path to a JSON model config");
+  CLI::Option* model = app.add_option("--model", c.model, "tiny | small | gpt2-124m | llama-7b | path to a JSON model config");
+  app.add_option("--init-from", c.init_from,
+                 "a Hugging Face GPT-2 or Llama directory (config.json + safetensors, as save_pretrained writes "
+                 "them): fine-tune it; the model is its config")
+      ->excludes(model);
+  app.add_option("--export-hf", c.export_hf,
+                 "at the end, write the model as a Hugging Face directory (config.json + model.safetensors) that "
+                 "transformers' from_pretrained loads");
   app.add_option("--data", c.data, "token file: any text file (bytes) or an llm.c .bin shard; default: embedded corpus");
   app.add_option("--data-format", c.data_format, "auto (.bin = llm.c shard, else bytes) | bytes | llmc");
   app.add_option("--val-fraction", c.val_fraction, "last fraction of the tokens held out for validation");

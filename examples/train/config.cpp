@@ -161,7 +161,9 @@ nlohmann::json to_json(const nn::TransformerConfig& m) {
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
-  return {{"model", c.model},
+  return {{"model", c.init_from.empty() ? c.model : "(from --init-from)"},
+          {"init_from", c.init_from},
+          {"export_hf", c.export_hf},
           {"data", c.data.empty() ? std::string("(embedded corpus: data/corpus.txt)") : c.data},
           {"data_format", c.data_format},
           {"val_fraction", c.val_fraction},

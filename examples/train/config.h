@@ -25,6 +25,8 @@ namespace dtr::train {
 
 struct TrainConfig {
   std::string model = "tiny";
+  std::string init_from;            // a Hugging Face GPT-2 / Llama directory: its config is the model, its weights the start
+  std::string export_hf;            // non-empty: at the end, write the model here as a Hugging Face directory
   std::string data;                 // empty: the embedded corpus (data/corpus.txt)
   std::string data_format = "auto";  // auto | bytes | llmc
   double val_fraction = 0.1;        // the last fraction of the tokens is the validation split

@@ -2,6 +2,7 @@
 
 #include "dataset.h"
 
+#include "dtr/checkpoint/hf_config.h"
 #include "dtr/fsdp/memory_estimate.h"
 #include "dtr/fsdp/wrap_policy.h"
 #include "dtr/nn/transformer.h"
@@ -21,7 +22,8 @@ std::string estimate_report(const TrainConfig& c) {
   // The vocabulary is the data's unless the model's is larger: open (mmap) the
   // file only to read its format; the embedded corpus is bytes.
   const int64_t data_vocab = c.data.empty() ? 256 : TokenDataset::open(c.data, c.data_format).vocab_size();
-  nn::TransformerConfig model = model_config(c.model, data_vocab);
+  nn::TransformerConfig model =
+      c.init_from.empty() ? model_config(c.model, data_vocab) : checkpoint::read_hf_config(c.init_from);
   const int64_t seq = c.seq_len > 0 ? c.seq_len : model.max_seq_len;
   model.max_seq_len = std::max(model.max_seq_len, seq);
   fsdp::MemoryEstimateOptions options{

@@ -12,6 +12,8 @@
 
 #include "dtr/base/log.h"
 #include "dtr/checkpoint/checkpoint.h"
+#include "dtr/checkpoint/hf_config.h"
+#include "dtr/checkpoint/hf_weights.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/fsdp/summary.h"
 #include "dtr/kernels/cpu/cpu_level.h"
@@ -162,10 +164,26 @@ Setup local_setup(TrainConfig& c, int rank) {
       throw std::runtime_error(fmt::format("--data: {}", e.what()));
     }
   }
-  try {
-    s.model = model_config(c.model, s.data->vocab_size());
-  } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("--model: {}", e.what()));
+  if (!c.init_from.empty()) {
+    try {
+      s.model = checkpoint::read_hf_config(c.init_from);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--init-from: {}", e.what()));
+    }
+    if (s.model.vocab_size < s.data->vocab_size()) {
+      throw std::runtime_error(fmt::format("--init-from {}: the model's vocabulary ({}) is smaller than the data's ({})",
+                                           c.init_from, s.model.vocab_size, s.data->vocab_size()));
+    }
+    if (c.seq_len > s.model.max_seq_len) {
+      throw std::runtime_error(fmt::format("--seq-len {} exceeds the longest sequence of the model in {} ({})",
+                                           c.seq_len, c.init_from, s.model.max_seq_len));
+    }
+  } else {
+    try {
+      s.model = model_config(c.model, s.data->vocab_size());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--model: {}", e.what()));
+    }
   }
   if (c.device == "cuda") {
 #ifdef DTR_WITH_CUDA
@@ -176,7 +194,7 @@ Setup local_setup(TrainConfig& c, int rank) {
   }
   s.seq = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   c.seq_len = s.seq;
-  s.model.max_seq_len = s.seq;
+  if (c.init_from.empty()) s.model.max_seq_len = s.seq;  // a pretrained model keeps its own (GPT-2: its positions)
   auto [train, val] = s.data->split(c.val_fraction);
   s.train = train;
   s.val = val;
@@ -274,6 +292,7 @@ int run_training(TrainConfig c) {
   if (rank == 0) std::filesystem::create_directories(out_dir);
 
   // 2. The model: meta -> [activation checkpointing] -> fully_shard -> materialise.
+  const std::string model_name = c.init_from.empty() ? c.model : c.init_from;
   s.model.device = Device::meta();
   auto model = std::make_shared<nn::Transformer>(s.model);
   const int64_t num_params = model->num_parameters();
@@ -294,7 +313,11 @@ int run_training(TrainConfig c) {
   fsdp::FSDPModule root = fsdp::fully_shard(*model, {.mesh = dp_mesh, .mp_policy = mp});
   model->to_empty(device);
   manual_seed(c.seed);
-  model->reset_parameters();
+  if (c.init_from.empty()) {
+    model->reset_parameters();
+  } else if (failed_on_any_rank(world, "--init-from", [&] { checkpoint::load_hf_pretrained(*model, c.init_from); })) {
+    return 2;
+  }
   if (rank == 0) DTR_LOG_INFO("model summary (shards of rank 0):\n{}", fsdp::summarize(*model).to_string());
 
   const std::vector<nn::Parameter> params = model->parameters();
@@ -337,7 +360,7 @@ int run_training(TrainConfig c) {
                "  {} steps x {} sequences x {} tokens (micro-batch {}, grad accumulation {}), lr {} {} warmup {}, "
                "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; CPU kernels {}; "
                "output in {}\n",
-               c.model, s.model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", num_params / 1e6, s.model.dim,
+               model_name, s.model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", num_params / 1e6, s.model.dim,
                s.model.n_layers, c.world_size, hosts_and_mesh(dp_mesh), s.data->name(), s.train->size(), s.val->size(), vocab, c.steps,
                c.global_batch, seq, c.micro_batch, c.grad_accum, c.lr, c.schedule, c.warmup, c.mixed_precision,
                c.activation_checkpointing ? "on" : "off", c.reshard_after_forward,
@@ -354,7 +377,7 @@ int run_training(TrainConfig c) {
     }
   }
   const std::string plot_path = (out_dir / "loss.svg").string();
-  const std::string plot_title = fmt::format("dtr-train {}: loss per step", c.model);
+  const std::string plot_title = fmt::format("dtr-train {}: loss per step", model_name);
   const auto start = Clock::now();
   double first_loss = 0, last_loss = 0;  // of the steps that updated the parameters
   int64_t updated = 0, skipped = 0;       // steps taken, and dropped by --on-nonfinite skip
@@ -504,6 +527,11 @@ int run_training(TrainConfig c) {
   const std::string final_dir = c.final_checkpoint ? checkpoint_dir(c.steps).string() : "";
   end_graceful_stop();  // from here on (the sample) a signal ends the process at once
   profiler::stop();  // --profile or DTR_PROFILE: write the traces, rank 0 prints the top spans
+
+  if (!c.export_hf.empty()) {
+    if (failed_on_any_rank(world, "--export-hf", [&] { checkpoint::save_hf_pretrained(*model, c.export_hf); })) return 1;
+    if (rank == 0) fmt::print("exported the model for Hugging Face transformers to {}\n", c.export_hf);
+  }
 
   // 4. The end: plot, summary, sample.
   if (rank == 0) {
