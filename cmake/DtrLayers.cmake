@@ -1,8 +1,8 @@
 # The layers of dtr, bottom to top. Each layer is a folder of the same name under
 # dtr/, built as the OBJECT library dtr_<layer>, and may use only itself and the
 # layers before it in this list. The build enforces that: a layer's sources are
-# compiled against an include "view" (build/layer_views/<layer>/dtr/) holding links
-# to exactly those folders, so an include that reaches upward (say
+# compiled against an include "view" (build/layer_views/<layer>/, whose dtr/ holds
+# links to exactly those folders), so an include that reaches upward (say
 # "dtr/fsdp/fully_shard.h" from dtr/tensor/) is a "No such file" compile error. The
 # repository root itself is on no layer's include path; programs and tests that
 # link dtr::dtr see every layer.

@@ -35,24 +35,34 @@ struct HfFiles {
   }
 };
 
+// The index's tensor -> file map; empty when `dir` has no index.
+std::map<std::string, fs::path> read_index(const fs::path& dir) {
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::map<std::string, fs::path> file_of;
+  if (!fs::exists(index)) return file_of;
+  std::ifstream in(index);
+  try {
+    const auto json = nlohmann::json::parse(in);
+    for (const auto& [name, file] : json.at("weight_map").items()) file_of[name] = dir / file.get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    DTR_FAIL("{}: not a safetensors index (a JSON object with a weight_map): {}", index.string(), e.what());
+  }
+  return file_of;
+}
+
+// model.safetensors when there is one (transformers reads it first too), else the
+// sharded files of the index.
 HfFiles open_hf_files(const fs::path& dir) {
   HfFiles files;
-  const fs::path index = dir / "model.safetensors.index.json", single = dir / "model.safetensors";
-  if (fs::exists(index)) {
-    std::ifstream in(index);
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(in);
-      for (const auto& [name, file] : json.at("weight_map").items()) files.file_of[name] = dir / file.get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      DTR_FAIL("{}: not a safetensors index (a JSON object with a weight_map): {}", index.string(), e.what());
-    }
+  const fs::path single = dir / "model.safetensors";
+  if (fs::exists(single)) {
+    for (const auto& [name, entry] : read_safetensors_header(single).tensors) files.file_of[name] = single;
   } else {
-    DTR_CHECK(fs::exists(single),
+    files.file_of = read_index(dir);
+    DTR_CHECK(!files.file_of.empty(),
               "{} has neither model.safetensors nor model.safetensors.index.json (dtr reads safetensors only: "
               "save the model with save_pretrained(..., safe_serialization=True))",
               dir.string());
-    for (const auto& [name, entry] : read_safetensors_header(single).tensors) files.file_of[name] = single;
   }
   for (const auto& [name, file] : files.file_of) {
     if (!files.headers.contains(file)) files.headers[file] = read_safetensors_header(file);
@@ -153,9 +163,11 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
   std::vector<std::string> hf_names;
   std::map<std::string, std::vector<const ModelTensor*>> parts_of;
   for (const auto& t : tensors) {
-    const std::string& name = sources.at(t.name).hf_name;
-    if (!parts_of.contains(name)) hf_names.push_back(name);
-    parts_of[name].push_back(&t);
+    auto source = sources.find(t.name);
+    DTR_CHECK(source != sources.end(), "save_hf_pretrained: the model's '{}' has no Hugging Face counterpart",
+              t.name);
+    if (!parts_of.contains(source->second.hf_name)) hf_names.push_back(source->second.hf_name);
+    parts_of[source->second.hf_name].push_back(&t);
   }
   std::string error;
   std::unique_ptr<SafetensorsWriter> writer;
@@ -168,6 +180,7 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
     }
   };
   const fs::path weights = dir / "model.safetensors", config = dir / "config.json";
+  const fs::path weights_tmp = weights.string() + ".tmp", config_tmp = config.string() + ".tmp";
   attempt([&] {
     fs::create_directories(dir);
     std::vector<SafetensorsWriter::Entry> entries;
@@ -175,38 +188,45 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
       const ModelTensor& first = *parts_of[name].front();
       entries.push_back({name, first.local.dtype(), sources.at(first.name).hf_shape});
     }
-    writer = std::make_unique<SafetensorsWriter>(fs::path(weights.string() + ".tmp"), std::move(entries),
+    writer = std::make_unique<SafetensorsWriter>(weights_tmp, std::move(entries),
                                                  std::map<std::string, std::string>{{"format", "pt"}});
   });
   for (const auto& name : hf_names) {
     // Every rank takes part in each gather, even after rank 0 failed.
-    std::vector<std::pair<int64_t, Tensor>> pieces;  // offset along the fused dim, piece
-    for (const ModelTensor* t : parts_of[name]) {
-      const HfSource& s = sources.at(t->name);
-      pieces.emplace_back(s.offset, hf_part_from_dtr(s, t->full()));
-    }
+    std::vector<std::pair<const HfSource*, Tensor>> pieces;  // where each whole dtr tensor goes
+    for (const ModelTensor* t : parts_of[name]) pieces.emplace_back(&sources.at(t->name), t->full());
     attempt([&] {
-      std::sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      const HfSource& s = sources.at(parts_of[name].front()->name);
-      const int64_t fused_dim = s.layout == HfSource::Layout::transposed ? 1 : 0;
-      std::vector<Tensor> ordered;
-      for (auto& [offset, piece] : pieces) ordered.push_back(piece);
-      writer->write(name, ordered.size() == 1 ? ordered[0] : cat(ordered, fused_dim));
+      std::sort(pieces.begin(), pieces.end(),
+                [](const auto& a, const auto& b) { return a.first->offset < b.first->offset; });
+      std::vector<Tensor> converted;
+      for (const auto& [source, full] : pieces) converted.push_back(hf_part_from_dtr(*source, full));
+      const bool fused_columns = pieces.front().first->layout == HfSource::Layout::transposed;
+      writer->write(name, converted.size() == 1 ? converted[0] : cat(converted, fused_columns ? 1 : 0));
     });
   }
   attempt([&] {
     writer->finish();
-    fs::rename(weights.string() + ".tmp", weights);
-    const fs::path tmp = config.string() + ".tmp";
     {
-      std::ofstream out(tmp);
+      std::ofstream out(config_tmp);
       out << hf_config_of(model.config()).dump(2) << "\n";
-      DTR_CHECK(out.good(), "save_hf_pretrained: cannot write {}", tmp.string());
+      DTR_CHECK(out.good(), "save_hf_pretrained: cannot write {}", config_tmp.string());
     }
-    fs::rename(tmp, config);
+    // Both files are complete before either replaces what was there. An earlier
+    // sharded save's files would shadow nothing (model.safetensors is read first)
+    // but mislead: they go.
+    const auto stale = read_index(dir);
+    fs::rename(weights_tmp, weights);
+    fs::rename(config_tmp, config);
+    for (const auto& [name, file] : stale) fs::remove(file);
+    fs::remove(dir / "model.safetensors.index.json");
     fsync_directory(dir);
   });
   writer.reset();
+  if (writer_rank && !error.empty()) {
+    std::error_code ignored;
+    fs::remove(weights_tmp, ignored);
+    fs::remove(config_tmp, ignored);
+  }
   agree_or_throw(fmt::format("save_hf_pretrained to {}", dir.string()), error);
 }
 

@@ -17,8 +17,10 @@
 // and key rows are permuted within each head, because transformers rotates the
 // two halves of a head (rotate_half) where dtr rotates interleaved pairs
 // (dtr/tensor/ops/rope.h). Tied heads: the head is the token embedding, which is
-// all the file needs (a tied GPT-2 file may carry lm_head.weight too; it is
-// ignored).
+// all the file needs (a tied model's file may carry lm_head.weight too; it is
+// ignored). A directory with both model.safetensors and an index is read from
+// model.safetensors, as transformers does; saving removes an earlier save's
+// sharded files and index.
 #pragma once
 
 #include "dtr/nn/transformer.h"

@@ -131,8 +131,8 @@ nn::Tensors FSDPState::post_forward(const nn::Tensors& outputs_in) {
 }
 
 void FSDPState::pre_backward() {
-  // Once per backward of a call: the first of the module's outputs to get its
-  // gradient does the work.
+  // Until this module's post-backward, the first of its outputs to get a gradient
+  // has done the work (the group stays unsharded until then).
   if (training_state_ == TrainingState::pre_backward) return;
   DTR_PROFILE_SCOPE("fsdp", "pre_backward");
   if (!context_->backward_queued) {

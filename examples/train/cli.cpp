@@ -55,6 +55,15 @@ void validate(TrainConfig& c, int world_size) {
   if (!c.init_from.empty() && !std::filesystem::is_regular_file(std::filesystem::path(c.init_from) / "config.json")) {
     bad(fmt::format("--init-from {}: no config.json there (expected a Hugging Face model directory)", c.init_from));
   }
+  // The same directory however written ("runs/x", "./runs/x/").
+  auto directory = [](const std::string& path) {
+    std::filesystem::path p = std::filesystem::weakly_canonical(path);
+    return p.has_filename() ? p : p.parent_path();
+  };
+  if (!c.export_hf.empty() && directory(c.export_hf) == directory(c.out_dir)) {
+    bad(fmt::format("--export-hf {} is --out, where dtr-train writes its own config.json; pick another directory",
+                    c.export_hf));
+  }
   if (!is_model_name(c.model) && !std::filesystem::is_regular_file(c.model)) {
     bad(fmt::format("--model: unknown model '{}' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)",
                     c.model));

@@ -14,7 +14,11 @@
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/factory.h"
 
+#include "tests/support/hf_fixture.h"
+
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,26 +33,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using testing::recorded_logits;
+
 const fs::path kFixtures = DTR_HF_FIXTURES;
-
-struct Recorded {
-  Tensor tokens;
-  Shape shape;
-  std::vector<float> logits;
-};
-
-Recorded recorded_logits(const std::string& fixture) {
-  std::ifstream in(kFixtures / fixture / "logits.json");
-  REQUIRE(in.good());
-  const auto json = nlohmann::json::parse(in);
-  std::vector<int64_t> tokens;
-  for (const auto& row : json.at("tokens")) {
-    for (const auto& t : row) tokens.push_back(t.get<int64_t>());
-  }
-  const int64_t rows = static_cast<int64_t>(json.at("tokens").size());
-  return {from_vector(tokens, {rows, static_cast<int64_t>(tokens.size()) / rows}),
-          json.at("shape").get<Shape>(), json.at("logits").get<std::vector<float>>()};
-}
 
 std::shared_ptr<nn::Transformer> load_fixture(const std::string& fixture) {
   auto model = std::make_shared<nn::Transformer>(ckpt::read_hf_config(kFixtures / fixture));
@@ -56,18 +43,9 @@ std::shared_ptr<nn::Transformer> load_fixture(const std::string& fixture) {
   return model;
 }
 
-// The largest difference from transformers' logits, relative to their largest magnitude.
-double logits_error(nn::Transformer& model, const Recorded& want) {
+double logits_error(nn::Transformer& model, const testing::RecordedLogits& want) {
   autograd::NoGradGuard no_grad;
-  Tensor logits = model(want.tokens);
-  REQUIRE(logits.sizes() == want.shape);
-  const std::vector<float> got = logits.contiguous().to_vector<float>();
-  double error = 0, scale = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    error = std::max(error, std::abs(static_cast<double>(got[i]) - want.logits[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want.logits[i])));
-  }
-  return error / scale;
+  return testing::relative_logits_error(model(want.tokens), want);
 }
 
 // Every tensor of a model directory's safetensors file(s), by name, as raw bytes.
@@ -87,7 +65,7 @@ std::map<std::string, std::vector<uint8_t>> tensors_in(const fs::path& dir) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("dtr_hf_test_" + name);
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dtr_hf_test_{}_{}", ::getpid(), name);
   fs::remove_all(dir);
   return dir;
 }
@@ -153,6 +131,22 @@ TEST_CASE("export writes transformers' files back bit for bit, and they import a
     CHECK(logits_error(*again, recorded_logits(fixture)) <= 1e-5);
     fs::remove_all(out);
   }
+}
+
+TEST_CASE("saving over a sharded save replaces it: the index and its files go", "[checkpoint][hf]") {
+  const fs::path dir = scratch("over_sharded");
+  fs::copy(kFixtures / "llama_tied_sharded", dir);
+  REQUIRE(fs::exists(dir / "model.safetensors.index.json"));
+  auto model = load_fixture("llama_tied_sharded");
+  ckpt::save_hf_pretrained(*model, dir);
+  std::vector<std::string> files;
+  for (const auto& f : fs::directory_iterator(dir)) files.push_back(f.path().filename().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"config.json", "logits.json", "model.safetensors"});
+  auto again = std::make_shared<nn::Transformer>(ckpt::read_hf_config(dir));
+  ckpt::load_hf_pretrained(*again, dir);
+  CHECK(logits_error(*again, recorded_logits("llama_tied_sharded")) <= 1e-5);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("HF configs dtr does not implement are refused by key", "[checkpoint][hf]") {

@@ -2,10 +2,14 @@
 # Installs the built dtr into a temporary prefix and moves the installed tree to
 # another place (the package must be relocatable: no absolute path of the build,
 # the install prefix or a dependency in its CMake files), then configures, builds
-# and runs a separate project that uses it there through find_package(dtr).
+# and runs a separate project that uses it there through find_package(dtr): once
+# alone, and, given a Hugging Face model directory, under mpirun on 2 ranks to
+# load it sharded and fine-tune it.
 # Usage: check_install.sh <dtr build dir> <consumer source dir> <scratch dir>
+#                         [<HF model dir> <mpiexec> [mpirun flags...]]
 set -euo pipefail
-build=$1 consumer=$2 scratch=$3
+build=$1 consumer=$2 scratch=$3 hf_model=${4:-} mpiexec=${5:-}
+shift $(( $# < 5 ? $# : 5 ))  # the rest: mpirun flags
 rm -rf "$scratch" && mkdir -p "$scratch"
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
 mv "$scratch/prefix" "$scratch/moved"
@@ -24,3 +28,6 @@ cmake -S "$consumer" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" >/dev/null
 "$scratch/build/consumer"
+if [[ -n $hf_model ]]; then
+  OMPI_MCA_mpi_yield_when_idle=1 "$mpiexec" "$@" -np 2 "$scratch/build/consumer" "$hf_model"
+fi

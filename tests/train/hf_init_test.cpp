@@ -11,6 +11,7 @@
 #include "dtr/mesh/distributed.h"
 
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -41,7 +42,7 @@ std::vector<double> values(const fs::path& file, const ckpt::SafetensorsHeader& 
 TEST_CASE("dtr-train --init-from fine-tunes transformers' weights and --export-hf writes them back",
           "[train][hf]") {
   dtr::distributed::ensure_initialized("hf_init_test");
-  const fs::path out = fs::temp_directory_path() / "dtr_train_hf_test";
+  const fs::path out = fs::temp_directory_path() / ("dtr_train_hf_test_" + std::to_string(::getpid()));
   fs::remove_all(out);
   const auto cli = parse({"--init-from", kFixture.string(), "--export-hf", (out / "hf").string(), "--steps", "1",
                           "--global-batch", "2", "--seq-len", "32", "--lr", "1e-5", "--warmup", "0",
@@ -75,4 +76,7 @@ TEST_CASE("dtr-train --init-from errors name the flag", "[train][hf][cli]") {
   REQUIRE_FALSE(both.config.has_value());
   CHECK(both.exit_code == 2);
   CHECK_THAT(both.message, Catch::Contains("--model excludes --init-from"));
+  const auto onto_out = parse({"--init-from", kFixture.string(), "--out", "runs/x", "--export-hf", "runs/x/"});
+  REQUIRE_FALSE(onto_out.config.has_value());
+  CHECK_THAT(onto_out.message, Catch::Contains("--export-hf runs/x/ is --out"));
 }

@@ -83,9 +83,7 @@ Tensor call_after_backward(const Tensor& x, std::function<void()> fn) {
             "call_after_backward: the tensor (shape {}) does not require grad, so no backward will "
             "reach it; use queue_callback",
             shape_str(x.sizes()));
-  Tensor out = x.detach();
-  set_history(std::make_shared<CallAfterBackward>(std::move(fn)), {&x}, {&out});
-  return out;
+  return call_after_backward(std::vector<Tensor>{x}, std::move(fn))[0];
 }
 
 std::vector<Tensor> call_after_backward(const std::vector<Tensor>& xs, std::function<void()> fn) {

@@ -53,6 +53,8 @@ Tensor call_after_backward(const Tensor& x, std::function<void()> fn);
 // The same over several tensors (a module's inputs), through one node, so `fn`
 // runs once, after the backward of everything computed from any of them. Tensors
 // that do not require grad come back as they are; at least one must require it.
+// Like any node with several outputs, it passes zeros to an input whose result got
+// no gradient (where a plain backward would leave that input's .grad undefined).
 std::vector<Tensor> call_after_backward(const std::vector<Tensor>& xs, std::function<void()> fn);
 
 // Before an in-place write to `self`: refuses tensors that require grad while grad
