@@ -169,19 +169,11 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
     if (!parts_of.contains(source->second.hf_name)) hf_names.push_back(source->second.hf_name);
     parts_of[source->second.hf_name].push_back(&t);
   }
-  std::string error;
+  WriterSteps steps(writer_rank);
   std::unique_ptr<SafetensorsWriter> writer;
-  auto attempt = [&](auto&& f) {
-    if (!writer_rank || !error.empty()) return;
-    try {
-      f();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  };
   const fs::path weights = dir / "model.safetensors", config = dir / "config.json";
   const fs::path weights_tmp = weights.string() + ".tmp", config_tmp = config.string() + ".tmp";
-  attempt([&] {
+  steps.run([&] {
     fs::create_directories(dir);
     std::vector<SafetensorsWriter::Entry> entries;
     for (const auto& name : hf_names) {
@@ -195,7 +187,7 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
     // Every rank takes part in each gather, even after rank 0 failed.
     std::vector<std::pair<const HfSource*, Tensor>> pieces;  // where each whole dtr tensor goes
     for (const ModelTensor* t : parts_of[name]) pieces.emplace_back(&sources.at(t->name), t->full());
-    attempt([&] {
+    steps.run([&] {
       std::sort(pieces.begin(), pieces.end(),
                 [](const auto& a, const auto& b) { return a.first->offset < b.first->offset; });
       std::vector<Tensor> converted;
@@ -204,7 +196,7 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
       writer->write(name, converted.size() == 1 ? converted[0] : cat(converted, fused_columns ? 1 : 0));
     });
   }
-  attempt([&] {
+  steps.run([&] {
     writer->finish();
     {
       std::ofstream out(config_tmp);
@@ -222,12 +214,12 @@ void save_hf_pretrained(nn::Transformer& model, const fs::path& dir) {
     fsync_directory(dir);
   });
   writer.reset();
-  if (writer_rank && !error.empty()) {
+  if (writer_rank && !steps.error().empty()) {
     std::error_code ignored;
     fs::remove(weights_tmp, ignored);
     fs::remove(config_tmp, ignored);
   }
-  agree_or_throw(fmt::format("save_hf_pretrained to {}", dir.string()), error);
+  agree_or_throw(fmt::format("save_hf_pretrained to {}", dir.string()), steps.error());
 }
 
 }  // namespace dtr::checkpoint

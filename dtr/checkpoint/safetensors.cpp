@@ -204,17 +204,9 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
   const bool writer_rank = distributed::rank() == 0;
   const fs::path tmp = fs::path(path.string() + ".tmp");
   const auto slots = model_tensors(model);
-  std::string error;
+  WriterSteps steps(writer_rank);
   std::unique_ptr<SafetensorsWriter> writer;
-  auto attempt = [&](auto&& f) {
-    if (!writer_rank || !error.empty()) return;
-    try {
-      f();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  };
-  attempt([&] {
+  steps.run([&] {
     std::vector<SafetensorsWriter::Entry> entries;
     for (const auto& t : slots) entries.push_back({t.name, t.local.dtype(), t.global_shape()});
     writer = std::make_unique<SafetensorsWriter>(tmp, std::move(entries), metadata);
@@ -222,19 +214,19 @@ void save_safetensors(nn::Module& model, const fs::path& path, const std::map<st
   for (const auto& t : slots) {
     // Every rank takes part in each gather, even after rank 0 failed.
     Tensor full = t.full();
-    attempt([&] { writer->write(t.name, full); });
+    steps.run([&] { writer->write(t.name, full); });
   }
-  attempt([&] {
+  steps.run([&] {
     writer->finish();
     fs::rename(tmp, path);
     fsync_directory(path.parent_path().empty() ? fs::path(".") : path.parent_path());
   });
   writer.reset();
-  if (writer_rank && !error.empty()) {
+  if (writer_rank && !steps.error().empty()) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
   }
-  agree_or_throw(fmt::format("save_safetensors to {}", path.string()), error);
+  agree_or_throw(fmt::format("save_safetensors to {}", path.string()), steps.error());
 }
 
 void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {

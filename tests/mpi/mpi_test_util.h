@@ -8,6 +8,8 @@
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/tensor.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -29,6 +31,19 @@ inline std::vector<uint8_t> bytes_of(const Tensor& t) {
 }
 
 inline mesh::ProcessGroupPtr world() { return distributed::world_group(); }
+
+// The largest difference between two tensors' values relative to the largest
+// magnitude of `want` (infinite when their sizes differ).
+inline double error_relative_to_scale(const Tensor& got, const Tensor& want) {
+  const auto g = values_of(got), w = values_of(want);
+  if (g.size() != w.size()) return INFINITY;
+  double scale = 0, error = 0;
+  for (size_t j = 0; j < g.size(); ++j) {
+    scale = std::max(scale, std::abs(w[j]));
+    error = std::max(error, std::abs(g[j] - w[j]));
+  }
+  return error / scale;
+}
 
 // Tests tagged [.np4] need exactly four ranks (2x2 meshes). They are hidden from a
 // plain run, and CTest runs them in the 4-rank entries only (tests/CMakeLists.txt);

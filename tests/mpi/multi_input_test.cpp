@@ -148,15 +148,8 @@ void require_fsdp_matches_one_process(bool checkpoint_blocks) {
     INFO(params[i].first);
     REQUIRE(params[i].first == expected_params[i].first);
     REQUIRE(params[i].second.is_sharded());
-    auto got = values_of(params[i].second.as_dtensor().full_tensor());
-    auto want = values_of(expected_params[i].second);
-    REQUIRE(got.size() == want.size());
-    double scale = 0, error = 0;
-    for (size_t j = 0; j < got.size(); ++j) {
-      scale = std::max(scale, std::abs(want[j]));
-      error = std::max(error, std::abs(got[j] - want[j]));
-    }
-    REQUIRE(error <= 3e-5 * scale);
+    REQUIRE(testing::error_relative_to_scale(params[i].second.as_dtensor().full_tensor(),
+                                             expected_params[i].second) <= 3e-5);
   }
 }
 
