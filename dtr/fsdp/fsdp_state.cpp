@@ -76,8 +76,19 @@ nn::Tensors FSDPState::pre_forward(const nn::Tensors& inputs_in) {
     context_->recording.clear();
     for (FSDPState* s : context_->states) {
       s->training_state_ = TrainingState::idle;
+      s->ran_forward_with_grad_ = false;
       s->group().drop_post_forward_piece();
     }
+  }
+  if (autograd::is_grad_enabled()) {
+    // Each module reduces its gradients once per backward, after the first of its
+    // calls' backward is done: a second call's gradients would be lost.
+    DTR_CHECK(!ran_forward_with_grad_,
+              "fully_shard: the {} holding '{}' ran forward twice in one forward pass with gradients on; FSDP "
+              "reduces a module's gradients once per backward, so the second call's would be lost. Call it once "
+              "per forward, or fully_shard a module that contains both calls instead",
+              module_.type_name(), group_->empty() ? std::string("no parameters") : group_->params().front()->fqn());
+    ran_forward_with_grad_ = true;
   }
   group_->wait_for_unshard();
   training_state_ = TrainingState::forward;

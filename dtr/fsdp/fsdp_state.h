@@ -93,6 +93,7 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
   ReshardAfterForward reshard_after_forward_;
   std::shared_ptr<FSDPContext> context_;
   bool is_root_ = false;
+  bool ran_forward_with_grad_ = false;  // in this iteration (the root's forward resets it)
   TrainingState training_state_ = TrainingState::idle;
   // Controls.
   bool requires_gradient_sync_ = true;
