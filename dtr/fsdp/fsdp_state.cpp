@@ -11,6 +11,23 @@
 
 namespace dtr::fsdp {
 
+namespace {
+
+// Casts the floating tensors not already in `dtype` (differentiably: each
+// gradient goes back in its tensor's own dtype); true when any was cast.
+bool cast_floating(nn::Tensors& tensors, DType dtype) {
+  bool cast = false;
+  for (Tensor& t : tensors) {
+    if (t.defined() && is_floating(t.dtype()) && t.dtype() != dtype) {
+      t = t.to(dtype);
+      cast = true;
+    }
+  }
+  return cast;
+}
+
+}  // namespace
+
 FSDPState::FSDPState(nn::Module& module, FullyShardOptions options, std::unique_ptr<FSDPParamGroup> group,
                      ReshardAfterForward reshard_after_forward)
     : module_(module),
@@ -56,15 +73,8 @@ nn::Tensors FSDPState::pre_forward(const nn::Tensors& inputs_in) {
   DTR_PROFILE_SCOPE("fsdp", "pre_forward");
   if (!context_) lazy_init();
   nn::Tensors inputs = inputs_in;
-  bool cast = false;
   const auto& mp = options_.mp_policy;
-  for (Tensor& input : inputs) {
-    if (mp.param_dtype && mp.cast_forward_inputs && input.defined() && is_floating(input.dtype()) &&
-        input.dtype() != *mp.param_dtype) {
-      input = input.to(*mp.param_dtype);  // differentiable: the gradient goes back in the input's dtype
-      cast = true;
-    }
-  }
+  const bool cast = mp.param_dtype && mp.cast_forward_inputs && cast_floating(inputs, *mp.param_dtype);
   if (autograd::in_backward()) {
     // A forward recomputed during backward (activation checkpointing): the
     // parameters are (or are made) unsharded; nothing is recorded or prefetched.
@@ -111,14 +121,8 @@ nn::Tensors FSDPState::arm_post_backward(nn::Tensors inputs, bool cast) {
 nn::Tensors FSDPState::post_forward(const nn::Tensors& outputs_in) {
   DTR_PROFILE_SCOPE("fsdp", "post_forward");
   nn::Tensors outputs = outputs_in;
-  bool cast = false;
   const auto& mp = options_.mp_policy;
-  for (Tensor& output : outputs) {
-    if (mp.output_dtype && output.defined() && is_floating(output.dtype()) && output.dtype() != *mp.output_dtype) {
-      output = output.to(*mp.output_dtype);
-      cast = true;
-    }
-  }
+  const bool cast = mp.output_dtype && cast_floating(outputs, *mp.output_dtype);
   if (autograd::in_backward()) return cast ? outputs : nn::Tensors{};  // recomputation
   if (is_root_) context_->forward_order = context_->recording;
   switch (reshard_after_forward_.action(is_root_)) {
