@@ -99,7 +99,7 @@ std::vector<FoundParam> collect_parameters(nn::Module& module, const std::string
   for (auto& [path, m] : modules) {
     if (managed.contains(m)) continue;
     for (auto& [name, param] : m->named_parameters(/*recurse=*/false)) {
-      const std::string fqn = path.empty() ? name : path + "." + name;
+      const std::string fqn = nn::qualified_name(path, name);
       const Tensor& t = param.data();
       DTR_CHECK(!param.is_sharded() && !sharded_by_another_call(t),
                 "fully_shard({}): parameter '{}' is already sharded by another fully_shard call: a parameter shared "

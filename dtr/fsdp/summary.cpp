@@ -1,6 +1,7 @@
 #include "dtr/fsdp/summary.h"
 
 #include "dtr/fsdp/fully_shard.h"
+#include "dtr/nn/module.h"
 
 #include <fmt/format.h>
 
@@ -11,12 +12,6 @@
 namespace dtr::fsdp {
 
 namespace {
-
-std::string join(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
 
 std::string opt_dtype(const std::optional<DType>& d) { return d ? std::string(dtype_name(*d)) : "-"; }
 
@@ -81,7 +76,7 @@ void visit(nn::Module& module, const std::string& path, int depth, bool under_gr
   if (sharded) row.group = group_of(module, !under_group, paths);
   out.rows.push_back(std::move(row));
   for (auto& [name, child] : module.named_children()) {
-    visit(*child, join(path, name), depth + 1, under_group || sharded, paths, out);
+    visit(*child, nn::qualified_name(path, name), depth + 1, under_group || sharded, paths, out);
   }
 }
 

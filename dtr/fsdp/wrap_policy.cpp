@@ -2,6 +2,7 @@
 
 #include "dtr/base/error.h"
 #include "dtr/dtensor/dtensor_spec.h"
+#include "dtr/nn/module.h"
 
 #include <algorithm>
 
@@ -38,12 +39,6 @@ WrapPolicy all_of(std::vector<WrapPolicy> policies) {
 
 namespace {
 
-std::string join(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (b.empty()) return a;
-  return a + "." + b;
-}
-
 void add_unique(std::vector<Tensor>& into, const Tensor& t) {
   if (std::none_of(into.begin(), into.end(), [&](const Tensor& o) { return o.is_same(t); })) into.push_back(t);
 }
@@ -55,7 +50,7 @@ std::vector<Tensor> walk(nn::Module& module, const std::string& path, bool is_ro
   if (is_fully_sharded(module) && !is_root) return {};  // already its own group
   std::vector<Tensor> unclaimed;
   for (auto& [name, child] : module.named_children()) {
-    for (const Tensor& t : walk(*child, join(path, name), false, policy, out)) add_unique(unclaimed, t);
+    for (const Tensor& t : walk(*child, nn::qualified_name(path, name), false, policy, out)) add_unique(unclaimed, t);
   }
   for (auto& [name, p] : module.named_parameters(/*recurse=*/false)) {
     if (!p.is_sharded()) add_unique(unclaimed, p.data());  // sharded: by an earlier call

@@ -13,11 +13,6 @@ namespace dtr::nn {
 
 namespace {
 
-std::string join_name(const std::string& prefix, const std::string& name) {
-  if (prefix.empty()) return name;
-  return name.empty() ? prefix : prefix + "." + name;
-}
-
 void check_local_name(const Module& m, const std::string& kind, const std::string& name) {
   DTR_CHECK(!name.empty() && name.find('.') == std::string::npos,
             "{}: {} name '{}' must be non-empty and contain no '.'", m.type_name(), kind, name);
@@ -154,6 +149,11 @@ const char* Module::profile_name() {
 
 void Module::set_profile_name(std::string_view name) { profile_name_ = profiler::intern(name); }
 
+std::string qualified_name(const std::string& prefix, const std::string& name) {
+  if (prefix.empty()) return name;
+  return name.empty() ? prefix : prefix + "." + name;
+}
+
 void name_modules_for_profiling(Module& root) {
   for (auto& [path, m] : root.named_modules()) {
     m->set_profile_name(path.empty() ? m->type_name() : path + " (" + m->type_name() + ")");
@@ -164,7 +164,7 @@ std::vector<std::pair<std::string, Parameter>> Module::named_parameters(bool rec
   std::vector<std::pair<std::string, Parameter>> out = parameters_;
   if (!recurse) return out;
   for (const auto& [child_name, child] : children_) {
-    for (auto& [name, p] : child->named_parameters(true)) out.emplace_back(join_name(child_name, name), p);
+    for (auto& [name, p] : child->named_parameters(true)) out.emplace_back(qualified_name(child_name, name), p);
   }
   return out;
 }
@@ -179,7 +179,7 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
   std::vector<std::pair<std::string, Tensor>> out = buffers_;
   if (!recurse) return out;
   for (const auto& [child_name, child] : children_) {
-    for (auto& [name, b] : child->named_buffers(true)) out.emplace_back(join_name(child_name, name), b);
+    for (auto& [name, b] : child->named_buffers(true)) out.emplace_back(qualified_name(child_name, name), b);
   }
   return out;
 }
@@ -189,7 +189,7 @@ std::vector<std::pair<std::string, ModulePtr>> Module::named_children() const { 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out{{"", this}};
   for (auto& [child_name, child] : children_) {
-    for (auto& [name, m] : child->named_modules()) out.emplace_back(join_name(child_name, name), m);
+    for (auto& [name, m] : child->named_modules()) out.emplace_back(qualified_name(child_name, name), m);
   }
   return out;
 }

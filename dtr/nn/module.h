@@ -208,6 +208,10 @@ class Module {
   const char* profile_name_ = nullptr;
 };
 
+// The dotted name of `name` under the module path `prefix` ("layers.0" + "weight" is
+// "layers.0.weight"); either may be empty (the root's path, or the module itself).
+std::string qualified_name(const std::string& prefix, const std::string& name);
+
 // Names every module's profiler spans "path (Type)" ("layers.0 (TransformerBlock)";
 // the root: its type). fully_shard's lazy init does this for the root's tree
 // when the profiler is on.
