@@ -42,12 +42,13 @@ target_link_libraries(dtr_config_base INTERFACE Eigen3::Eigen spdlog::spdlog Thr
 # dtrConfig.cmake).
 target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${XXHASH_INCLUDE_DIR}>)
 target_link_libraries(dtr_config_base INTERFACE $<BUILD_INTERFACE:${XXHASH_LIBRARY}> $<INSTALL_INTERFACE:xxhash>)
-target_compile_definitions(dtr_config_base INTERFACE $<$<BOOL:${DTR_WITH_CUDA}>:DTR_WITH_CUDA=1>
-                                                     $<$<BOOL:${DTR_WITH_NCCL}>:DTR_WITH_NCCL=1>)
+# Plain definitions, only when set, so a CPU-only package names no CUDA at all.
 if(DTR_WITH_CUDA)
+  target_compile_definitions(dtr_config_base INTERFACE DTR_WITH_CUDA=1)
   target_link_libraries(dtr_config_base INTERFACE CUDA::cudart)
 endif()
 if(DTR_WITH_NCCL)
+  target_compile_definitions(dtr_config_base INTERFACE DTR_WITH_NCCL=1)
   target_include_directories(dtr_config_base SYSTEM INTERFACE $<BUILD_INTERFACE:${DTR_NCCL_INCLUDE_DIR}>)
   target_link_libraries(dtr_config_base INTERFACE $<BUILD_INTERFACE:${DTR_NCCL_LIBRARY}>)
 endif()

@@ -18,6 +18,23 @@ namespace {
 
 constexpr CpuLevel kAllLevels[] = {CpuLevel::baseline, CpuLevel::avx2, CpuLevel::avx512};
 
+// Which levels this build compiled (cpu_level.h: DTR_CPU_WITHOUT_<LEVEL>).
+#if defined(DTR_CPU_WITHOUT_BASELINE)
+constexpr bool kBaselineBuilt = false;
+#else
+constexpr bool kBaselineBuilt = true;
+#endif
+#if defined(__x86_64__) && !defined(DTR_CPU_WITHOUT_AVX2)
+constexpr bool kAvx2Built = true;
+#else
+constexpr bool kAvx2Built = false;
+#endif
+#if defined(__x86_64__) && !defined(DTR_CPU_WITHOUT_AVX512)
+constexpr bool kAvx512Built = true;
+#else
+constexpr bool kAvx512Built = false;
+#endif
+
 #if defined(__x86_64__)
 bool bit(unsigned word, int index) { return (word >> index) & 1u; }
 
@@ -59,9 +76,34 @@ CpuLevel detect_level() {
 CpuLevel detect_level() { return CpuLevel::baseline; }
 #endif
 
-CpuLevel best_supported_level() {
+// The highest level this CPU and OS can run, whether or not this build has it.
+CpuLevel cpu_capability() {
   static const CpuLevel best = detect_level();
   return best;
+}
+
+std::string built_level_names() {
+  std::string names;
+  for (CpuLevel level : kAllLevels) {
+    if (!cpu_level_built(level)) continue;
+    if (!names.empty()) names += ", ";
+    names += cpu_level_name(level);
+  }
+  return names;
+}
+
+// Why `level` cannot run here, for errors; empty when it can.
+std::string unsupported_reason(CpuLevel level) {
+  if (!cpu_level_built(level)) {
+    return fmt::format("this build of dtr has the CPU kernels for {} only (CMake's DTR_CPU_LEVELS)",
+                       built_level_names());
+  }
+  if (!cpu_level_supported(level)) {
+    return fmt::format("this CPU supports only up to {} (the {} kernels would stop with an illegal "
+                       "instruction)",
+                       cpu_level_name(cpu_capability()), cpu_level_name(level));
+  }
+  return {};
 }
 
 // -1 until resolved; then the active CpuLevel. Read on every kernel call.
@@ -78,12 +120,18 @@ CpuLevel parse_level(std::string_view name) {
 
 CpuLevel resolve_level() {
   const char* forced = std::getenv("DTR_CPU_CAPABILITY");
-  if (forced == nullptr || *forced == '\0') return best_supported_level();
+  if (forced == nullptr || *forced == '\0') {
+    const std::vector<CpuLevel> levels = supported_cpu_levels();
+    DTR_CHECK(!levels.empty(),
+              "CPU kernels: this build of dtr has them for {} only (CMake's DTR_CPU_LEVELS), and "
+              "this CPU supports only up to {}: rebuild dtr with -DDTR_CPU_LEVELS={} (or without "
+              "DTR_CPU_LEVELS, for every level)",
+              built_level_names(), cpu_level_name(cpu_capability()), cpu_level_name(cpu_capability()));
+    return levels.back();
+  }
   const CpuLevel level = parse_level(forced);
-  DTR_CHECK(cpu_level_supported(level),
-            "DTR_CPU_CAPABILITY={}: this CPU supports only up to {} (the CPU kernels "
-            "would stop with an illegal instruction)",
-            forced, cpu_level_name(best_supported_level()));
+  const std::string reason = unsupported_reason(level);
+  DTR_CHECK(reason.empty(), "DTR_CPU_CAPABILITY={}: {}", forced, reason);
   g_level_source = "DTR_CPU_CAPABILITY";
   return level;
 }
@@ -99,8 +147,17 @@ const char* cpu_level_name(CpuLevel level) {
   return "unknown";
 }
 
+bool cpu_level_built(CpuLevel level) {
+  switch (level) {
+    case CpuLevel::baseline: return kBaselineBuilt;
+    case CpuLevel::avx2: return kAvx2Built;
+    case CpuLevel::avx512: return kAvx512Built;
+  }
+  return false;
+}
+
 bool cpu_level_supported(CpuLevel level) {
-  return static_cast<int>(level) <= static_cast<int>(best_supported_level());
+  return cpu_level_built(level) && static_cast<int>(level) <= static_cast<int>(cpu_capability());
 }
 
 std::vector<CpuLevel> supported_cpu_levels() {
@@ -130,8 +187,8 @@ std::string cpu_level_description() {
 }
 
 void set_cpu_level(CpuLevel level) {
-  DTR_CHECK(cpu_level_supported(level), "set_cpu_level({}): this CPU supports only up to {}",
-            cpu_level_name(level), cpu_level_name(best_supported_level()));
+  const std::string reason = unsupported_reason(level);
+  DTR_CHECK(reason.empty(), "set_cpu_level({}): {}", cpu_level_name(level), reason);
   std::lock_guard<std::mutex> lock(g_resolve_mutex);
   g_level_source = "set_cpu_level";
   g_active_level.store(static_cast<int>(level));

@@ -27,14 +27,20 @@ enum class CpuLevel { baseline, avx2, avx512 };
 // "baseline", "avx2" or "avx512".
 const char* cpu_level_name(CpuLevel level);
 
+// Whether this build has the level's kernels (every level, unless CMake's
+// DTR_CPU_LEVELS chose some).
+bool cpu_level_built(CpuLevel level);
+
 // Whether this build has the level's kernels and this CPU (and OS) can run them.
 bool cpu_level_supported(CpuLevel level);
 
-// The levels cpu_level_supported(), lowest first; baseline is always one.
+// The levels cpu_level_supported(), lowest first; baseline is one of them unless
+// the build left it out. Empty when the build has only levels this CPU cannot run.
 std::vector<CpuLevel> supported_cpu_levels();
 
-// The level the kernels run at. Throws dtr::Error when DTR_CPU_CAPABILITY names
-// no level or one this CPU cannot run; the next call tries again.
+// The level the kernels run at: the highest supported one, unless DTR_CPU_CAPABILITY
+// names another. Throws dtr::Error when DTR_CPU_CAPABILITY names no level or one
+// that is not supported, or when no level is; the next call tries again.
 CpuLevel active_cpu_level();
 
 // The active level and where it came from, e.g. "avx512 (detected)" or
@@ -63,6 +69,26 @@ F* function_for_active_level(F* baseline, [[maybe_unused]] F* avx2, [[maybe_unus
 //   DTR_CPU_DISPATCH(softmax_rows<T>)(in, rows, cols, out);
 // A kernel source defines its functions in namespace
 // dtr::kernels::cpu::DTR_CPU_LEVEL, which the build sets per copy.
+// A build may hold only some levels (DTR_CPU_LEVELS in CMake, e.g. just the build
+// machine's): dtr::dtr then defines DTR_CPU_WITHOUT_<LEVEL> for each missing one,
+// whose functions are declared but never referenced (a null pointer of their type
+// stands in, and active_cpu_level() never picks such a level).
+#if defined(DTR_CPU_WITHOUT_BASELINE)
+#define DTR_CPU_BASELINE_FUNCTION(...) static_cast<decltype(&baseline::__VA_ARGS__)>(nullptr)
+#else
+#define DTR_CPU_BASELINE_FUNCTION(...) (&baseline::__VA_ARGS__)
+#endif
+#if defined(DTR_CPU_WITHOUT_AVX2)
+#define DTR_CPU_AVX2_FUNCTION(...) static_cast<decltype(&avx2::__VA_ARGS__)>(nullptr)
+#else
+#define DTR_CPU_AVX2_FUNCTION(...) (&avx2::__VA_ARGS__)
+#endif
+#if defined(DTR_CPU_WITHOUT_AVX512)
+#define DTR_CPU_AVX512_FUNCTION(...) static_cast<decltype(&avx512::__VA_ARGS__)>(nullptr)
+#else
+#define DTR_CPU_AVX512_FUNCTION(...) (&avx512::__VA_ARGS__)
+#endif
+
 #if defined(__x86_64__)
 #define DTR_CPU_AT_EVERY_LEVEL(...)  \
   namespace baseline {               \
@@ -74,9 +100,10 @@ F* function_for_active_level(F* baseline, [[maybe_unused]] F* avx2, [[maybe_unus
   namespace avx512 {                 \
   __VA_ARGS__                        \
   }
-#define DTR_CPU_DISPATCH(...)                                                     \
-  ::dtr::kernels::cpu::function_for_active_level(&baseline::__VA_ARGS__, &avx2::__VA_ARGS__, \
-                                                 &avx512::__VA_ARGS__)
+#define DTR_CPU_DISPATCH(...)                                                                  \
+  ::dtr::kernels::cpu::function_for_active_level(DTR_CPU_BASELINE_FUNCTION(__VA_ARGS__),       \
+                                                 DTR_CPU_AVX2_FUNCTION(__VA_ARGS__),           \
+                                                 DTR_CPU_AVX512_FUNCTION(__VA_ARGS__))
 #else
 #define DTR_CPU_AT_EVERY_LEVEL(...) \
   namespace baseline {              \
