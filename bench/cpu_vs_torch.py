@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""dtr's CPU benchmarks against PyTorch on the same machine, interleaved.
+
+Each round runs, one after another: the f32 1024^3 GEMM (dtr_gemm_bench's
+all-threads figure, torch.mm), the GPT-2 124M step, B=4 T=64, AdamW
+(dtr_train_step_bench, torch), and the FSDP step of dtr_fsdp_step_bench's default
+shape at each --ranks (dtr under mpirun; PyTorch FSDP2 over gloo under
+torch.distributed.run). It prints each figure's median over the rounds and the
+ratio dtr / PyTorch. The PyTorch side is bench/torch_cpu_yardstick.py, run by
+--python (an interpreter with torch installed; nothing in the project needs it).
+
+  bench/cpu_vs_torch.py --python /path/to/venv/bin/python [--build build/release]
+      [--rounds 3] [--ranks 1 2]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from cpu_levels import gemm_figures, step_figures  # noqa: E402
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+    return out.stdout
+
+
+def yardstick(args, what, ranks=1):
+    script = os.path.join(HERE, "torch_cpu_yardstick.py")
+    if what == "fsdp":
+        cmd = [args.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+               script, "fsdp", "--steps", "5"]
+    else:
+        cmd = [args.python, script, what]
+    text = run(cmd, {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))})
+    return float(re.search(rf"^yardstick {what}: ([\d.]+)", text, re.M).group(1))
+
+
+def dtr_fsdp(args, ranks):
+    mpirun = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks)]
+    if os.geteuid() == 0:
+        mpirun.insert(1, "--allow-run-as-root")
+    text = run(mpirun + [f"{args.build}/bench/dtr_fsdp_step_bench", "--steps", "5", "--no-compare-unsharded"],
+               {"OMPI_MCA_mpi_yield_when_idle": "1"})
+    return float(re.search(r"^\s*FSDP \|\s*([\d.]+)", text, re.M).group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", required=True, help="a Python interpreter with torch")
+    parser.add_argument("--build", default="build/release")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    level = run([f"{args.build}/bench/dtr_train_step_bench", "1"]).splitlines()[0]
+    torch_version = run([args.python, "-c", "import torch; print(torch.__version__)"]).strip()
+    print(f"dtr: {level}\nPyTorch {torch_version}, {os.cpu_count()} cores")
+    # name -> (unit, [dtr values], [torch values])
+    rows = {"f32 GEMM 1024^3, all threads": ("GFLOP/s", [], []),
+            "GPT-2 124M step, B=4 T=64, AdamW": ("ms", [], [])}
+    for ranks in args.ranks:
+        rows[f"FSDP step 6x384, {ranks} rank(s)"] = ("ms", [], [])
+    for r in range(args.rounds):
+        gemm = gemm_figures(run([f"{args.build}/bench/dtr_gemm_bench"]))
+        rows["f32 GEMM 1024^3, all threads"][1].append(gemm["GEMM 1024^3, all threads (GFLOP/s)"])
+        rows["f32 GEMM 1024^3, all threads"][2].append(yardstick(args, "gemm"))
+        step = step_figures(run([f"{args.build}/bench/dtr_train_step_bench", "2"]))
+        rows["GPT-2 124M step, B=4 T=64, AdamW"][1].append(step["GPT-2 124M step (ms)"])
+        rows["GPT-2 124M step, B=4 T=64, AdamW"][2].append(yardstick(args, "step"))
+        for ranks in args.ranks:
+            rows[f"FSDP step 6x384, {ranks} rank(s)"][1].append(dtr_fsdp(args, ranks))
+            rows[f"FSDP step 6x384, {ranks} rank(s)"][2].append(yardstick(args, "fsdp", ranks))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    print(f"\n{'median of ' + str(args.rounds) + ' rounds':<36} {'unit':>8} {'dtr':>9} {'PyTorch':>9} "
+          f"{'dtr/PyTorch':>12}")
+    for name, (unit, dtr_values, torch_values) in rows.items():
+        d, t = statistics.median(dtr_values), statistics.median(torch_values)
+        print(f"{name:<36} {unit:>8} {d:>9.1f} {t:>9.1f} {d / t:>11.2f}x")
+
+
+if __name__ == "__main__":
+    main()
