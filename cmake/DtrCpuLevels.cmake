@@ -95,8 +95,10 @@ function(dtr_add_cpu_levels prefix)
     set(target ${prefix}_${level})
     add_library(${target} OBJECT ${ARG_SOURCES})
     # One object per source even in a unity build: these sources are mostly code
-    # generation, which a unity batch would serialise onto one core.
-    set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
+    # generation, which a unity batch would serialise onto one core. And machine code,
+    # never link-time-optimisation IR, whose symbols objcopy cannot make local: the
+    # linker would again merge the levels' inline code.
+    set_target_properties(${target} PROPERTIES UNITY_BUILD OFF INTERPROCEDURAL_OPTIMIZATION OFF)
     dtr_layer_target(${target} kernels)
     target_compile_definitions(${target} PRIVATE DTR_CPU_LEVEL=${level})
     # No contraction into FMAs, so that elementwise results are the same at every level.
