@@ -7,6 +7,8 @@
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/profiler.h"
 
+#include <algorithm>
+
 namespace dtr::fsdp {
 
 FlatCollectives::FlatCollectives(const std::vector<std::unique_ptr<FSDPParam>>& params, int64_t ranks)
@@ -31,8 +33,64 @@ void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Ten
   }
 }
 
+namespace {
+
+// Parameter i's segment of a per-rank buffer, holding its shard's rows.
+Tensor shard_segment(const Tensor& buffer, int64_t offset, const FSDPParam& p) {
+  return buffer.narrow(0, offset, p.local_rows() * p.row_numel()).view(p.sharded().sizes());
+}
+
+bool is_segment(const Tensor& shard, const Tensor& segment) {
+  return shard.storage().is_same(segment.storage()) && shard.storage_offset() == segment.storage_offset() &&
+         shard.is_contiguous();
+}
+
+}  // namespace
+
+bool FlatCollectives::shards_in_buffer() const {
+  if (!shard_buffer_.defined()) return false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!is_segment(params_[i]->sharded(), shard_segment(shard_buffer_, offsets_[i], *params_[i]))) return false;
+  }
+  return true;
+}
+
+void FlatCollectives::keep_shards_in_buffer() {
+  // Only where this rank's shards fill their segments: padding in the buffer would
+  // make the shards cost more than their elements.
+  const bool padded = std::any_of(params_.begin(), params_.end(),
+                                  [](const auto& p) { return p->local_rows() != p->padded_rows(); });
+  if (params_.empty() || padded) return;
+  autograd::NoGradGuard no_grad;
+  const Tensor first = params_.front()->sharded();
+  if (!shard_buffer_.defined() || shard_buffer_.dtype() != first.dtype() || shard_buffer_.device() != first.device()) {
+    shard_buffer_ = dtr::zeros({numel_}, {.dtype = first.dtype(), .device = first.device(), .tag = MemoryTag::param});
+  }
+  std::vector<CopyJob> copies;
+  std::vector<std::pair<size_t, Tensor>> moved;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor shard = params_[i]->sharded();
+    Tensor segment = shard_segment(shard_buffer_, offsets_[i], *params_[i]);
+    if (is_segment(shard, segment)) continue;
+    DTR_INTERNAL_ASSERT(shard.dtype() == shard_buffer_.dtype() && shard.device() == shard_buffer_.device(),
+                        "keep_shards_in_buffer: '{}' is {} on {}, the buffer {} on {}", params_[i]->fqn(),
+                        shard.dtype(), shard.device(), shard_buffer_.dtype(), shard_buffer_.device());
+    copies.push_back({segment, shard.detach()});
+    moved.emplace_back(i, segment);
+  }
+  if (moved.empty()) return;
+  DTR_PROFILE_SCOPE("fsdp", "shards into the all-gather buffer");
+  copy_batch(copies);
+  for (auto& [i, segment] : moved) params_[i]->replace_shard(segment.detach());
+}
+
 PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const {
   autograd::NoGradGuard no_grad;
+  if (shard_buffer_.defined() && shard_buffer_.dtype() == options.dtype && shard_buffer_.device() == options.device &&
+      shards_in_buffer()) {
+    Tensor output = dtr::empty({ranks_ * numel_}, options);
+    return {group->all_gather_into_tensor(output, shard_buffer_), shard_buffer_, output};
+  }
   Tensor input = dtr::empty({numel_}, options);
   DTR_PROFILE_SCOPE("fsdp", "all_gather copy_in");
   std::vector<CopyJob> copy_in;  // shards cast to the buffer's dtype, padding zeroed
@@ -99,8 +157,7 @@ PendingCollective FlatCollectives::reduce_scatter(const mesh::ProcessGroupPtr& g
 }
 
 Tensor FlatCollectives::shard_rows(const Tensor& flat, size_t i) const {
-  const FSDPParam& p = *params_[i];
-  return flat.narrow(0, offsets_[i], p.local_rows() * p.row_numel()).view(p.sharded().sizes());
+  return shard_segment(flat, offsets_[i], *params_[i]);
 }
 
 }  // namespace dtr::fsdp

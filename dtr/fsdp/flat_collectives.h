@@ -11,6 +11,11 @@
 //                   [ranks x numel] (zeros for padding and for parameters without
 //                   a gradient) and reduce_scatter_tensor leaves this rank's
 //                   per-rank buffer, whose segments hold its shards' rows.
+// keep_shards_in_buffer() removes the all-gather's copy-in: this rank's shards then
+// live in one persistent per-rank buffer (each parameter's slots hold a view of its
+// segment), which the all-gather reads in place; only on a rank whose shards fill
+// their segments, so that they cost no more than their elements. A shard
+// replaced since (to_empty, load_state_dict) is taken in again at the next call.
 // Every copy loop is one copy_batch (dtr/fsdp/copy_batch.h): one launch on CUDA. The
 // group (dtr/fsdp/fsdp_param_group.h) decides when these run, in which dtype and on
 // which device, and what happens to the results.
@@ -44,9 +49,19 @@ class FlatCollectives {
   int64_t numel() const { return numel_; }  // per rank, padding included
   int64_t ranks() const { return ranks_; }
 
-  // This rank's shards, cast to options.dtype, into a new per-rank buffer; then the
-  // all-gather of every rank's buffer over `group` (the shard dim).
+  // This rank's shards, cast to options.dtype, into a new per-rank buffer (or the
+  // persistent one itself, when the shards live there and it has options' dtype
+  // and device); then the all-gather of every rank's buffer over `group` (the
+  // shard dim).
   PendingCollective all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const;
+  // Moves every shard not already there into the persistent per-rank buffer (made
+  // at the first call, in the shards' dtype and on their device, which all shards
+  // must share) and makes the slots hold views of it; does nothing on a rank whose
+  // shards are padded. The caller makes sure no shard is installed and nothing
+  // else is in flight on the shards.
+  void keep_shards_in_buffer();
+  // True when every shard is its segment of the persistent buffer.
+  bool shards_in_buffer() const;
   // The all-gather of pieces kept after forward (keep_piece) over their group.
   PendingCollective all_gather_piece(const Tensor& piece, const mesh::ProcessGroupPtr& group,
                                      const TensorOptions& options) const;
@@ -72,6 +87,7 @@ class FlatCollectives {
                             int64_t first, int64_t count) const;
 
   const std::vector<std::unique_ptr<FSDPParam>>& params_;
+  Tensor shard_buffer_;  // [numel]: this rank's shards, when keep_shards_in_buffer() made it
   std::vector<int64_t> offsets_;  // of each parameter's segment in a per-rank buffer
   int64_t numel_ = 0;
   int64_t ranks_ = 1;

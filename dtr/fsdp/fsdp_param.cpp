@@ -44,6 +44,16 @@ bool FSDPParam::was_sharded_from(const Tensor& t) const {
 
 Tensor FSDPParam::sharded() const { return slots_.front().module->parameter_handle(slots_.front().name).data(); }
 
+void FSDPParam::replace_shard(Tensor shard) {
+  const Tensor old = sharded();
+  DTR_INTERNAL_ASSERT(!unsharded_installed_ && shard.sizes() == old.sizes() && shard.dtype() == old.dtype() &&
+                          shard.device() == old.device(),
+                      "replace_shard: '{}' takes a shard like its own, while the shard is installed", fqn_);
+  if (old.requires_grad()) shard.requires_grad_();
+  if (old.grad().defined()) shard.set_grad(old.grad());
+  for (auto& slot : slots_) slot.module->set_sharded_parameter(slot.name, shard, spec_);
+}
+
 void FSDPParam::allocate_unsharded(Device device) {
   autograd::NoGradGuard no_grad;
   if (aliases_shard_) {  // the shard changed dtype or place: gather into memory of its own

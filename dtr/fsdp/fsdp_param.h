@@ -66,6 +66,9 @@ class FSDPParam {
   // The shard: the slots' own tensor (read from the slot, so that to_empty /
   // load_state_dict replacing it are seen).
   Tensor sharded() const;
+  // Makes `shard` (this parameter's local shape, dtype and device) the slots' own
+  // tensor, taking over the old shard's requires_grad and gradient.
+  void replace_shard(Tensor shard);
   // The unsharded tensor (allocated or not).
   const Tensor& unsharded() const { return unsharded_; }
   // The padded unsharded buffer [mesh size * padded_rows, row_numel].

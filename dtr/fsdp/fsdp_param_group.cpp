@@ -71,6 +71,15 @@ void FSDPParamGroup::issue_all_gather() {
     drop_post_forward_piece();
     return;
   }
+  // On the CPU the shards live in the all-gather's own buffer, which it then reads
+  // without a copy-in. (On CUDA the copy-in also orders the read after the
+  // optimizer's writes on the compute stream; it stays.)
+  if (dev.is_cpu() && !placement_.offload && std::all_of(params_.begin(), params_.end(), [&](const auto& p) {
+        const Tensor shard = p->sharded();
+        return shard.dtype() == compute_dtype_ && shard.device().is_cpu();
+      })) {
+    collectives_.keep_shards_in_buffer();
+  }
   all_gather_ = collectives_.all_gather(shard_group(), options);
 }
 

@@ -41,6 +41,17 @@ void shard_transformer(nn::Transformer& model) {
 
 Tensor full_of(const nn::Parameter& shard) { return shard.as_dtensor().full_tensor(); }
 
+// The sharded model's full parameters equal the unsharded reference's, within 1e-10.
+void require_full_parameters_equal(nn::Module& model, nn::Module& reference) {
+  auto expected = reference.named_parameters();
+  auto got = model.named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    auto g = values_of(full_of(got[i].second)), e = values_of(expected[i].second);
+    for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-10));
+  }
+}
+
 Tensor tokens_for(int64_t begin, int64_t end, int64_t seq = 8) {
   std::vector<int64_t> v;
   for (int64_t b = begin; b < end; ++b) {
@@ -120,6 +131,17 @@ TEST_CASE("uneven and empty shards: a 7x5 weight and a bias of 3 train like the 
 
 namespace {
 
+// Step `step`'s global batch of `global` rows for CachedHandles: inputs [global, 3]
+// and targets [global, 5].
+std::pair<Tensor, Tensor> regression_batch(int64_t global, int step) {
+  std::vector<double> xs, ys;
+  for (int64_t b = 0; b < global; ++b) {
+    for (int64_t f = 0; f < 3; ++f) xs.push_back(std::sin(0.3 * b + 0.7 * f + step));
+    for (int64_t o = 0; o < 5; ++o) ys.push_back(std::cos(0.2 * b - 0.5 * o + step));
+  }
+  return {from_vector(xs, {global, 3}), from_vector(ys, {global, 5})};
+}
+
 // A user's module in the libtorch habit: it keeps the Parameter handles
 // register_parameter returns in members and computes with them, never reading its
 // parameters by name. 5 rows: uneven over 2-4 ranks, empty on the last of 4.
@@ -150,12 +172,7 @@ TEST_CASE("a module that keeps its Parameter handles in members trains under ful
   auto [begin, end] = my_rows(global);
   std::vector<double> ref_losses, losses;
   for (int step = 0; step < 6; ++step) {
-    std::vector<double> xs, ys;
-    for (int64_t b = 0; b < global; ++b) {
-      for (int64_t f = 0; f < 3; ++f) xs.push_back(std::sin(0.3 * b + 0.7 * f + step));
-      for (int64_t o = 0; o < 5; ++o) ys.push_back(std::cos(0.2 * b - 0.5 * o + step));
-    }
-    Tensor x = from_vector(xs, {global, 3}), y = from_vector(ys, {global, 5});
+    auto [x, y] = regression_batch(global, step);
     Tensor ref_diff = sub(reference(x), y);
     Tensor ref_loss = mean(mul(ref_diff, ref_diff));
     ref_loss.backward();
@@ -174,13 +191,46 @@ TEST_CASE("a module that keeps its Parameter handles in members trains under ful
   }
   REQUIRE(ref_losses.back() < 0.8 * ref_losses.front());  // the reference learns
   for (size_t i = 0; i < losses.size(); ++i) REQUIRE(losses[i] == Approx(ref_losses[i]).epsilon(1e-12));
-  auto expected = reference.named_parameters();
-  auto got = model.named_parameters();
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO(got[i].first);
-    auto g = values_of(full_of(got[i].second)), e = values_of(expected[i].second);
-    for (size_t j = 0; j < g.size(); ++j) REQUIRE(g[j] == Approx(e[j]).margin(1e-10));
+  require_full_parameters_equal(model, reference);
+}
+
+TEST_CASE("shards live in the all-gather buffer where they fill it, and go back in when replaced mid-training") {
+  CachedHandles reference, model;
+  fsdp::fully_shard(model);
+  // On a rank whose shards fill the group's flat segments (no padding) the
+  // all-gather reads them in place, so the slots hold views of one buffer.
+  const fsdp::FSDPModule handle = fsdp::fsdp_module(model);
+  int64_t shard_numel = 0;
+  for (const auto& [name, param] : handle.sharded_parameters()) shard_numel += param.to_local().numel();
+  const bool in_buffer = distributed::world_size() > 1 && shard_numel == handle.shard_numel_padded();
+  nn::optim::AdamW ref_opt(reference.parameters(), {.lr = 0.05});
+  nn::optim::AdamW opt(model.parameters(), {.lr = 0.05});
+  const int64_t global = 12;
+  auto [begin, end] = my_rows(global);
+  auto shares_storage = [&] {
+    const auto params = model.parameters();
+    return params[0].data().storage().is_same(params[1].data().storage());
+  };
+  for (int step = 0; step < 6; ++step) {
+    if (step == 3) {  // new shard tensors with the same values: to_empty, then a load
+      CHECK(shares_storage() == in_buffer);
+      const auto saved = fsdp::get_sharded_state_dict(model);
+      model.to_empty(Device::cpu());
+      CHECK_FALSE(shares_storage());
+      fsdp::load_sharded_state_dict(model, saved);
+    }
+    auto [x, y] = regression_batch(global, step);
+    Tensor ref_diff = sub(reference(x), y);
+    mean(mul(ref_diff, ref_diff)).backward();
+    ref_opt.step();
+    ref_opt.zero_grad();
+    Tensor diff = sub(model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin));
+    mean(mul(diff, diff)).backward();
+    opt.step();
+    opt.zero_grad();
   }
+  CHECK(shares_storage() == in_buffer);
+  require_full_parameters_equal(model, reference);
 }
 
 TEST_CASE("offload_policy on a CPU model is a no-op, pinned or not: same training, nothing pinned") {
