@@ -28,7 +28,6 @@ work=/tmp/dtr-device
 mkdir -p "$work"
 summary=$work/summary.txt
 : >"$summary"
-export OUT_LOGS=$work
 
 left() { echo $((deadline - $(date +%s))); }
 # pin CPUS COMMAND...: runs COMMAND on those cores (taskset), or unpinned without taskset.
@@ -66,8 +65,7 @@ source .devdeps/devdeps.sh unpack >"$work/devdeps.log" 2>&1 || { note devdeps "u
 # NCCL: the toolkit's when it has one, else the wheel beside the machine's PyTorch.
 nccl_args=()
 if [[ ! -e /usr/local/cuda/include/nccl.h ]]; then
-  nccl_root=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null ||
-              python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
+  nccl_root=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
   lib=$(ls "$nccl_root"/lib/libnccl.so* 2>/dev/null | head -1)
   if [[ -n $lib && -e $nccl_root/include/nccl.h ]]; then
     nccl_args=(-DDTR_NCCL_INCLUDE_DIR="$nccl_root/include" -DDTR_NCCL_LIBRARY="$lib")

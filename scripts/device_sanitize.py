@@ -16,7 +16,7 @@ watch, e.g. a case that does not apply with the caching turned off; the sanitize
 exits non-zero without a summary); HAZARDS (the sanitizer reported errors); FAILED (the
 test failed under the sanitizer with no sanitizer error); TIMEOUT (past --limit); NO-SUMMARY (exited 0 but
 printed no sanitizer summary); not-run (the budget ran out first). Exit status 0 only
-when every test ran clean.
+when every test ran clean or made no CUDA call.
 
   python3 scripts/device_sanitize.py --tool memcheck --budget 300
   python3 scripts/device_sanitize.py --tool racecheck --filter 'attention|softmax' --limit 240

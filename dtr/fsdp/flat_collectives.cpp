@@ -64,7 +64,8 @@ void FlatCollectives::keep_shards_in_buffer() {
   autograd::NoGradGuard no_grad;
   const Tensor first = params_.front()->sharded();
   if (!shard_buffer_.defined() || shard_buffer_.dtype() != first.dtype() || shard_buffer_.device() != first.device()) {
-    shard_buffer_ = dtr::zeros({numel_}, {.dtype = first.dtype(), .device = first.device(), .tag = MemoryTag::param});
+    // No padding here, so the copies below write every element.
+    shard_buffer_ = dtr::empty({numel_}, {.dtype = first.dtype(), .device = first.device(), .tag = MemoryTag::param});
   }
   std::vector<CopyJob> copies;
   std::vector<std::pair<size_t, Tensor>> moved;

@@ -48,7 +48,8 @@ void FSDPParam::replace_shard(Tensor shard) {
   const Tensor old = sharded();
   DTR_INTERNAL_ASSERT(!unsharded_installed_ && shard.sizes() == old.sizes() && shard.dtype() == old.dtype() &&
                           shard.device() == old.device(),
-                      "replace_shard: '{}' takes a shard like its own, while the shard is installed", fqn_);
+                      "replace_shard: '{}' needs a shard of its own shape, dtype and device, and its "
+                      "unsharded tensor not installed", fqn_);
   if (old.requires_grad()) shard.requires_grad_();
   if (old.grad().defined()) shard.set_grad(old.grad());
   for (auto& slot : slots_) slot.module->set_sharded_parameter(slot.name, shard, spec_);
