@@ -238,7 +238,8 @@ std::vector<Result> time_steps(const std::vector<Trainer*>& trainers, int steps)
 
 // The communication an FSDP step does not hide: `steps` steps with the step
 // profiler on, each summing the time the caller spent issuing collectives
-// ("comm" spans) and waiting for them ("comm_wait"), and FSDP's buffer copies.
+// ("comm" spans) and waiting for them ("comm_wait"), and FSDP's buffer copies
+// (its "copy_" and "padding" spans).
 // Medians of the slowest rank, in seconds.
 struct ExposedCommunication {
   double step_s = 0, issue_s = 0, wait_s = 0, copies_s = 0;
@@ -258,7 +259,9 @@ ExposedCommunication exposed_communication(Trainer& trainer, int steps) {
     for (const auto& span : dtr::profiler::top_spans()) {
       if (span.category == "comm") in_issue += span.total_ms / 1e3;
       if (span.category == "comm_wait") in_wait += span.total_ms / 1e3;
-      if (span.category == "fsdp" && span.name.find("copy_") != std::string::npos) in_copies += span.total_ms / 1e3;
+      const bool copies_buffers =
+          span.name.find("copy_") != std::string::npos || span.name.find("padding") != std::string::npos;
+      if (span.category == "fsdp" && copies_buffers) in_copies += span.total_ms / 1e3;
     }
     issue.push_back(in_issue);
     wait.push_back(in_wait);

@@ -104,7 +104,11 @@ def fsdp_step(args):
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         times.append(slowest.item())
     if rank == 0:
-        print(f"yardstick fsdp: {1000 * statistics.median(times):.1f} ms ({world} ranks)")
+        print(f"yardstick fsdp: {1000 * statistics.median(times):.1f} ms ({world} ranks)", flush=True)
+    # Every rank past its last collective before gloo tears down: without it, torch
+    # 2.15's gloo aborts a rank now and then at exit ("terminate called without an
+    # active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -35,63 +35,49 @@ void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Ten
 
 namespace {
 
-// Parameter i's segment of a per-rank buffer, holding its shard's rows.
-Tensor shard_segment(const Tensor& buffer, int64_t offset, const FSDPParam& p) {
-  return buffer.narrow(0, offset, p.local_rows() * p.row_numel()).view(p.sharded().sizes());
-}
+bool on_cpu_in(const Tensor& t, DType dtype) { return t.dtype() == dtype && t.device().is_cpu(); }
 
-bool is_segment(const Tensor& shard, const Tensor& segment) {
-  return shard.storage().is_same(segment.storage()) && shard.storage_offset() == segment.storage_offset() &&
-         shard.is_contiguous();
+// `t`'s elements, then zeros up to `numel`: the same tensor, flat, when it fills them.
+Tensor padded_flat(const Tensor& t, int64_t numel, std::vector<CopyJob>& copies) {
+  const int64_t used = t.defined() ? t.numel() : 0;
+  if (used == numel && t.is_contiguous()) return t.reshape({numel});
+  Tensor padded = dtr::empty({numel}, {.dtype = t.dtype(), .device = t.device(), .tag = MemoryTag::comm_buffer});
+  if (used > 0) copies.push_back({padded.narrow(0, 0, used), t.reshape({used})});
+  if (used < numel) copies.push_back({padded.narrow(0, used, numel - used), Tensor()});
+  return padded;
 }
 
 }  // namespace
 
-bool FlatCollectives::shards_in_buffer() const {
-  if (!shard_buffer_.defined()) return false;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!is_segment(params_[i]->sharded(), shard_segment(shard_buffer_, offsets_[i], *params_[i]))) return false;
-  }
-  return true;
+bool FlatCollectives::can_gather_directly(DType dtype) const {
+  return std::all_of(params_.begin(), params_.end(), [&](const auto& p) { return on_cpu_in(p->sharded(), dtype); });
 }
 
-void FlatCollectives::keep_shards_in_buffer() {
-  // Only where this rank's shards fill their segments: padding in the buffer would
-  // make the shards cost more than their elements.
-  const bool padded = std::any_of(params_.begin(), params_.end(),
-                                  [](const auto& p) { return p->local_rows() != p->padded_rows(); });
-  if (params_.empty() || padded) return;
+bool FlatCollectives::can_reduce_directly(DType dtype) const {
+  return std::all_of(params_.begin(), params_.end(), [&](const auto& p) {
+    const Tensor& unsharded = p->unsharded();
+    return unsharded.defined() && on_cpu_in(unsharded, dtype) &&
+           (!unsharded.grad().defined() || on_cpu_in(unsharded.grad(), dtype));
+  });
+}
+
+PendingCollective FlatCollectives::all_gather_into_unsharded(const mesh::ProcessGroupPtr& group) const {
   autograd::NoGradGuard no_grad;
-  const Tensor first = params_.front()->sharded();
-  if (!shard_buffer_.defined() || shard_buffer_.dtype() != first.dtype() || shard_buffer_.device() != first.device()) {
-    // No padding here, so the copies below write every element.
-    shard_buffer_ = dtr::empty({numel_}, {.dtype = first.dtype(), .device = first.device(), .tag = MemoryTag::param});
+  std::vector<Tensor> outs, ins;
+  std::vector<CopyJob> padding;
+  for (const auto& p : params_) {
+    outs.push_back(p->unsharded_padded().view({ranks_ * p->padded_numel()}));
+    ins.push_back(padded_flat(p->sharded().detach(), p->padded_numel(), padding));
   }
-  std::vector<CopyJob> copies;
-  std::vector<std::pair<size_t, Tensor>> moved;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor shard = params_[i]->sharded();
-    Tensor segment = shard_segment(shard_buffer_, offsets_[i], *params_[i]);
-    if (is_segment(shard, segment)) continue;
-    DTR_INTERNAL_ASSERT(shard.dtype() == shard_buffer_.dtype() && shard.device() == shard_buffer_.device(),
-                        "keep_shards_in_buffer: '{}' is {} on {}, the buffer {} on {}", params_[i]->fqn(),
-                        shard.dtype(), shard.device(), shard_buffer_.dtype(), shard_buffer_.device());
-    copies.push_back({segment, shard.detach()});
-    moved.emplace_back(i, segment);
+  if (!padding.empty()) {
+    DTR_PROFILE_SCOPE("fsdp", "all_gather padding");
+    copy_batch(padding);
   }
-  if (moved.empty()) return;
-  DTR_PROFILE_SCOPE("fsdp", "shards into the all-gather buffer");
-  copy_batch(copies);
-  for (auto& [i, segment] : moved) params_[i]->replace_shard(segment.detach());
+  return {group->all_gather_into_tensor_coalesced(outs, ins), Tensor(), Tensor(), std::move(ins)};
 }
 
 PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const {
   autograd::NoGradGuard no_grad;
-  if (shard_buffer_.defined() && shard_buffer_.dtype() == options.dtype && shard_buffer_.device() == options.device &&
-      shards_in_buffer()) {
-    Tensor output = dtr::empty({ranks_ * numel_}, options);
-    return {group->all_gather_into_tensor(output, shard_buffer_), shard_buffer_, output};
-  }
   Tensor input = dtr::empty({numel_}, options);
   DTR_PROFILE_SCOPE("fsdp", "all_gather copy_in");
   std::vector<CopyJob> copy_in;  // shards cast to the buffer's dtype, padding zeroed
@@ -140,6 +126,7 @@ Tensor FlatCollectives::keep_piece(int64_t first, int64_t count, const TensorOpt
 PendingCollective FlatCollectives::reduce_scatter(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
                                                   const TensorOptions& options) const {
   autograd::NoGradGuard no_grad;
+  if (options.device.is_cpu() && can_reduce_directly(options.dtype)) return reduce_scatter_directly(group, op, options);
   profiler::Span copy_in_span("fsdp", "reduce_scatter copy_in");
   Tensor input = dtr::empty({ranks_ * numel_}, options);
   {
@@ -157,8 +144,29 @@ PendingCollective FlatCollectives::reduce_scatter(const mesh::ProcessGroupPtr& g
   return {group->reduce_scatter_tensor(output, input, op), input, output};
 }
 
+PendingCollective FlatCollectives::reduce_scatter_directly(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
+                                                           const TensorOptions& options) const {
+  std::vector<Tensor> outs, ins;
+  std::vector<CopyJob> padding;  // zeros for the parameters that got no gradient: their rows still reduce
+  Tensor output = dtr::empty({numel_}, options);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const FSDPParam& p = *params_[i];
+    const Tensor& unsharded = p.unsharded();
+    const Tensor grad = unsharded.grad().defined() ? unsharded.grad() : dtr::empty({0}, options);
+    outs.push_back(output.narrow(0, offsets_[i], p.padded_numel()));
+    ins.push_back(padded_flat(grad, ranks_ * p.padded_numel(), padding));
+    if (unsharded.grad().defined()) unsharded.set_grad({});  // `ins` keeps it until the collective completes
+  }
+  if (!padding.empty()) {
+    DTR_PROFILE_SCOPE("fsdp", "reduce_scatter padding");
+    copy_batch(padding);
+  }
+  return {group->reduce_scatter_tensor_coalesced(outs, ins, op), Tensor(), output, std::move(ins)};
+}
+
 Tensor FlatCollectives::shard_rows(const Tensor& flat, size_t i) const {
-  return shard_segment(flat, offsets_[i], *params_[i]);
+  const FSDPParam& p = *params_[i];
+  return flat.narrow(0, offsets_[i], p.local_rows() * p.row_numel()).view(p.sharded().sizes());
 }
 
 }  // namespace dtr::fsdp

@@ -11,11 +11,12 @@
 //                   [ranks x numel] (zeros for padding and for parameters without
 //                   a gradient) and reduce_scatter_tensor leaves this rank's
 //                   per-rank buffer, whose segments hold its shards' rows.
-// keep_shards_in_buffer() removes the all-gather's copy-in: this rank's shards then
-// live in one persistent per-rank buffer (each parameter's slots hold a view of its
-// segment), which the all-gather reads in place; only on a rank whose shards fill
-// their segments, so that they cost no more than their elements. A shard
-// replaced since (to_empty, load_state_dict) is taken in again at the next call.
+// On the CPU, where the shards and gradients are already in the collective's dtype,
+// the direct forms skip the flat buffers: one coalesced collective moves each
+// parameter's rows between its shard, its padded unsharded buffer and its
+// gradient (the MPI backend in one call, straight between those tensors). Only a
+// shard shorter than its segment, or a gradient whose rows do not divide over the
+// ranks, is copied, into a padded buffer of its own.
 // Every copy loop is one copy_batch (dtr/fsdp/copy_batch.h): one launch on CUDA. The
 // group (dtr/fsdp/fsdp_param_group.h) decides when these run, in which dtype and on
 // which device, and what happens to the results.
@@ -38,7 +39,8 @@ namespace dtr::fsdp {
 struct PendingCollective {
   mesh::WorkPtr work;
   Tensor input;
-  Tensor output;
+  Tensor output;  // undefined when the all-gather wrote the unsharded buffers themselves
+  std::vector<Tensor> inputs;  // what a direct form reads, kept until it completes
 };
 
 class FlatCollectives {
@@ -49,19 +51,16 @@ class FlatCollectives {
   int64_t numel() const { return numel_; }  // per rank, padding included
   int64_t ranks() const { return ranks_; }
 
-  // This rank's shards, cast to options.dtype, into a new per-rank buffer (or the
-  // persistent one itself, when the shards live there and it has options' dtype
-  // and device); then the all-gather of every rank's buffer over `group` (the
-  // shard dim).
+  // This rank's shards, cast to options.dtype, into a new per-rank buffer; then the
+  // all-gather of every rank's buffer over `group` (the shard dim).
   PendingCollective all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const;
-  // Moves every shard not already there into the persistent per-rank buffer (made
-  // at the first call, in the shards' dtype and on their device, which all shards
-  // must share) and makes the slots hold views of it; does nothing on a rank whose
-  // shards are padded. The caller makes sure no shard is installed and nothing
-  // else is in flight on the shards.
-  void keep_shards_in_buffer();
-  // True when every shard is its segment of the persistent buffer.
-  bool shards_in_buffer() const;
+  // Whether the direct forms apply: CPU tensors already in `dtype` (the shards, or
+  // the unsharded gradients that exist).
+  bool can_gather_directly(DType dtype) const;
+  bool can_reduce_directly(DType dtype) const;
+  // The direct all-gather: every rank's shards straight into the parameters' padded
+  // unsharded buffers, which the caller has allocated.
+  PendingCollective all_gather_into_unsharded(const mesh::ProcessGroupPtr& group) const;
   // The all-gather of pieces kept after forward (keep_piece) over their group.
   PendingCollective all_gather_piece(const Tensor& piece, const mesh::ProcessGroupPtr& group,
                                      const TensorOptions& options) const;
@@ -72,8 +71,9 @@ class FlatCollectives {
   Tensor keep_piece(int64_t first, int64_t count, const TensorOptions& options) const;
 
   // The unsharded gradients (zeros where a parameter has none), cast to
-  // options.dtype and laid out rank by rank, reduce-scattered over `group` with `op`.
-  // The unsharded gradients are released once copied.
+  // options.dtype and laid out rank by rank (directly where can_reduce_directly),
+  // reduce-scattered over `group` with `op` into a per-rank buffer. The unsharded
+  // gradients are released from their parameters.
   PendingCollective reduce_scatter(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
                                    const TensorOptions& options) const;
   // Parameter i's rows in a per-rank buffer, shaped like its shard.
@@ -86,8 +86,12 @@ class FlatCollectives {
   void append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
                             int64_t first, int64_t count) const;
 
+  // The direct reduce-scatter: each gradient (padded where its rows do not divide)
+  // straight into its segment of the output.
+  PendingCollective reduce_scatter_directly(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
+                                            const TensorOptions& options) const;
+
   const std::vector<std::unique_ptr<FSDPParam>>& params_;
-  Tensor shard_buffer_;  // [numel]: this rank's shards, when keep_shards_in_buffer() made it
   std::vector<int64_t> offsets_;  // of each parameter's segment in a per-rank buffer
   int64_t numel_ = 0;
   int64_t ranks_ = 1;

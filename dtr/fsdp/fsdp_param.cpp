@@ -44,18 +44,7 @@ bool FSDPParam::was_sharded_from(const Tensor& t) const {
 
 Tensor FSDPParam::sharded() const { return slots_.front().module->parameter_handle(slots_.front().name).data(); }
 
-void FSDPParam::replace_shard(Tensor shard) {
-  const Tensor old = sharded();
-  DTR_INTERNAL_ASSERT(!unsharded_installed_ && shard.sizes() == old.sizes() && shard.dtype() == old.dtype() &&
-                          shard.device() == old.device(),
-                      "replace_shard: '{}' needs a shard of its own shape, dtype and device, and its "
-                      "unsharded tensor not installed", fqn_);
-  if (old.requires_grad()) shard.requires_grad_();
-  if (old.grad().defined()) shard.set_grad(old.grad());
-  for (auto& slot : slots_) slot.module->set_sharded_parameter(slot.name, shard, spec_);
-}
-
-void FSDPParam::allocate_unsharded(Device device) {
+void FSDPParam::allocate_unsharded(Device device, MemoryTag tag) {
   autograd::NoGradGuard no_grad;
   if (aliases_shard_) {  // the shard changed dtype or place: gather into memory of its own
     install_sharded();
@@ -64,12 +53,12 @@ void FSDPParam::allocate_unsharded(Device device) {
   }
   if (!unsharded_.defined()) {
     const int64_t k = spec_->mesh.size(spec_->mesh.ndim() - 1);
-    unsharded_padded_ = empty({k * padded_rows_, row_numel_},
-                              {.dtype = compute_dtype_, .device = device, .tag = MemoryTag::param});
+    unsharded_padded_ = empty({k * padded_rows_, row_numel_}, {.dtype = compute_dtype_, .device = device, .tag = tag});
     unsharded_ = unsharded_padded_.narrow(0, 0, global_shape()[0]).view(global_shape());
     if (requires_grad_) unsharded_.requires_grad_();
     return;
   }
+  if (!unsharded_.storage().is_allocated()) unsharded_.storage().set_tag(tag);  // counted under `tag` from the start
   unsharded_.storage().reallocate();
 }
 

@@ -16,6 +16,7 @@
 
 #include "dtr/dtensor/dtensor_spec.h"
 #include "dtr/nn/module.h"
+#include "dtr/tensor/memory_stats.h"
 #include "dtr/tensor/tensor.h"
 
 #include <memory>
@@ -66,16 +67,14 @@ class FSDPParam {
   // The shard: the slots' own tensor (read from the slot, so that to_empty /
   // load_state_dict replacing it are seen).
   Tensor sharded() const;
-  // Makes `shard` (this parameter's local shape, dtype and device) the slots' own
-  // tensor, taking over the old shard's requires_grad and gradient.
-  void replace_shard(Tensor shard);
   // The unsharded tensor (allocated or not).
   const Tensor& unsharded() const { return unsharded_; }
   // The padded unsharded buffer [mesh size * padded_rows, row_numel].
   const Tensor& unsharded_padded() const { return unsharded_padded_; }
 
-  // Makes sure the unsharded tensor exists with memory (after a release).
-  void allocate_unsharded(Device device);
+  // Makes sure the unsharded tensor exists with memory (after a release); new
+  // memory is counted under `tag`.
+  void allocate_unsharded(Device device, MemoryTag tag = MemoryTag::param);
   void release_unsharded();  // a no-op while it aliases the shard
   bool unsharded_allocated() const;
   // Makes the unsharded tensor a leaf over the shard's memory (again, when the

@@ -71,14 +71,14 @@ void FSDPParamGroup::issue_all_gather() {
     drop_post_forward_piece();
     return;
   }
-  // On the CPU the shards live in the all-gather's own buffer, which it then reads
-  // without a copy-in. (On CUDA the copy-in also orders the read after the
-  // optimizer's writes on the compute stream; it stays.)
-  if (dev.is_cpu() && !placement_.offload && std::all_of(params_.begin(), params_.end(), [&](const auto& p) {
-        const Tensor shard = p->sharded();
-        return shard.dtype() == compute_dtype_ && shard.device().is_cpu();
-      })) {
-    collectives_.keep_shards_in_buffer();
+  // On the CPU the shards go straight into the unsharded buffers, allocated now and
+  // counted as communication buffers until the wait, as the flat buffer they stand
+  // in for would be. (On CUDA the flat buffer's copy-in also orders the read after
+  // the optimizer's writes on the compute stream; it stays.)
+  if (dev.is_cpu() && !placement_.offload && collectives_.can_gather_directly(compute_dtype_)) {
+    for (auto& p : params_) p->allocate_unsharded(dev, MemoryTag::comm_buffer);
+    all_gather_ = collectives_.all_gather_into_unsharded(shard_group());
+    return;
   }
   all_gather_ = collectives_.all_gather(shard_group(), options);
 }
@@ -107,17 +107,19 @@ void FSDPParamGroup::wait_for_unshard() {
   }
   issue_all_gather();
   all_gather_.work->wait();
-  std::vector<uint64_t> versions;
-  for (auto& p : params_) {
-    p->allocate_unsharded(device());
-    versions.push_back(p->unsharded().storage().version());
-  }
-  collectives_.copy_out(all_gather_.output);
-  for (size_t i = 0; i < params_.size(); ++i) {
+  if (all_gather_.output.defined()) {  // a flat buffer: copy out
+    std::vector<uint64_t> versions;
+    for (auto& p : params_) {
+      p->allocate_unsharded(device());
+      versions.push_back(p->unsharded().storage().version());
+    }
+    collectives_.copy_out(all_gather_.output);
     // Refilling memory autograd saved in forward is not a modification of it.
-    params_[i]->unsharded().storage().restore_version(versions[i]);
-    params_[i]->install_unsharded();
+    for (size_t i = 0; i < params_.size(); ++i) params_[i]->unsharded().storage().restore_version(versions[i]);
+  } else {  // gathered in place: the buffers are parameters from now on
+    for (auto& p : params_) p->unsharded().storage().set_tag(MemoryTag::param);
   }
+  for (auto& p : params_) p->install_unsharded();
   all_gather_ = {};
   unsharded_ = true;
   gathered_versions_.clear();
@@ -127,6 +129,9 @@ void FSDPParamGroup::wait_for_unshard() {
 void FSDPParamGroup::reshard(const mesh::ProcessGroupPtr& keep_piece_for) {
   if (all_gather_.work) {  // a prefetch nobody used: finish the collective, drop it
     all_gather_.work->wait();
+    if (!all_gather_.output.defined() && !unsharded_) {
+      for (auto& p : params_) p->release_unsharded();  // it gathered into them
+    }
     all_gather_ = {};
   }
   if (!unsharded_) return;

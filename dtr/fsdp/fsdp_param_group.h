@@ -10,8 +10,10 @@
 // the copy-in), the reduce-scatter in the reduce dtype, and the result is cast to
 // the shards' dtype. HSDP (2-D mesh): both run over the shard group (the mesh's
 // last dim), then the reduced shard is all-reduced over the replicate group.
-// On the CPU, with no cast, the shards live in the all-gather's buffer where they
-// fill it (FlatCollectives::keep_shards_in_buffer): no copy-in.
+// On the CPU, with no cast, both collectives skip the flat buffers: the shards are
+// gathered straight into the unsharded tensors (allocated when the all-gather is
+// issued) and the gradients reduce-scattered straight from where autograd left
+// them (FlatCollectives' direct forms).
 //
 // One rank: when the mesh has a single rank, the shards are already in the
 // compute and reduce dtype and the group computes where they live, there is

@@ -56,6 +56,23 @@ CollectiveCall describe_call(CollectiveKind kind, int64_t sequence, const Tensor
   return call;
 }
 
+CollectiveCall describe_coalesced_call(CollectiveKind kind, int64_t sequence, const std::vector<Tensor>& inputs,
+                                       const std::vector<Tensor>& outputs, std::optional<ReduceOp> op) {
+  CollectiveCall call = describe_call(kind, sequence, inputs.front(), outputs.front(), op);
+  auto record_total = [](const std::vector<Tensor>& tensors, int32_t& dims,
+                         std::array<int64_t, CollectiveCall::kMaxDims>& shape, int64_t& numel) {
+    numel = 0;
+    for (const Tensor& t : tensors) numel += t.numel();
+    dims = 1;
+    shape = {};
+    shape[0] = numel;
+  };
+  record_total(inputs, call.input_dims, call.input_shape, call.input_numel);
+  record_total(outputs, call.output_dims, call.output_shape, call.output_numel);
+  call.coalesced = static_cast<int32_t>(inputs.size());
+  return call;
+}
+
 std::string to_string(const CollectiveCall& call) {
   std::string text = fmt::format("{} #{}", collective_name(call.kind), call.sequence);
   if (call.reduce_kind >= 0) {
@@ -70,6 +87,9 @@ std::string to_string(const CollectiveCall& call) {
   }
   if (call.kind == CollectiveKind::broadcast) text += fmt::format(" root {}", call.root);
   if (call.uneven_splits) text += " (explicit splits)";
+  if (call.coalesced > 0) {
+    text += fmt::format(" ({} tensor{} coalesced)", call.coalesced, call.coalesced == 1 ? "" : "s");
+  }
   return text;
 }
 
@@ -79,7 +99,7 @@ std::string find_desync(const std::vector<CollectiveCall>& calls_by_rank) {
   auto agrees = [&](const CollectiveCall& c) {
     if (c.kind != first.kind || c.sequence != first.sequence || c.dtype != first.dtype ||
         c.reduce_kind != first.reduce_kind || c.reduce_factor != first.reduce_factor ||
-        c.root != first.root || c.uneven_splits != first.uneven_splits) {
+        c.root != first.root || c.uneven_splits != first.uneven_splits || c.coalesced != first.coalesced) {
       return false;
     }
     if (c.kind == CollectiveKind::all_to_all && c.uneven_splits) return true;

@@ -49,6 +49,7 @@ struct CollectiveCall {
   int64_t input_numel = 0;
   int64_t output_numel = 0;
   int32_t uneven_splits = 0;  // all_to_all with explicit split sizes
+  int32_t coalesced = 0;  // tensor pairs of a coalesced call (its shapes are then the flat totals); 0 for one
 
   bool operator==(const CollectiveCall&) const = default;
 };
@@ -57,12 +58,16 @@ struct CollectiveCall {
 CollectiveCall describe_call(CollectiveKind kind, int64_t sequence, const Tensor& input,
                              const Tensor& output, std::optional<ReduceOp> op = {},
                              int root = -1);
+// The record of a coalesced call over tensor pairs (inputs[i], outputs[i]) of one
+// dtype: their element counts as flat totals.
+CollectiveCall describe_coalesced_call(CollectiveKind kind, int64_t sequence, const std::vector<Tensor>& inputs,
+                                       const std::vector<Tensor>& outputs, std::optional<ReduceOp> op = {});
 
 // "all_reduce #3 sum f32 [4, 8]" (input -> output shape where they differ).
 std::string to_string(const CollectiveCall& call);
 
 // Whether the calls of all ranks agree: same op, sequence number, dtype, reduce op
-// and root, and the shapes the op needs to match (all of them, except the inputs
+// and root, the number of coalesced tensors, and the shapes the op needs to match (all of them, except the inputs
 // and outputs of an all_to_all with explicit splits). Returns an empty string when
 // they agree, else a message listing every rank's call.
 std::string find_desync(const std::vector<CollectiveCall>& calls_by_rank);

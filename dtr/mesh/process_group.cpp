@@ -65,20 +65,21 @@ void check_contiguous(const Tensor& t, std::string_view what, std::string_view o
 
 CollectiveCall ProcessGroup::begin_collective(profiler::Span& span, CollectiveKind kind, const Tensor& input,
                                               const Tensor& output, std::optional<ReduceOp> op, int root) {
-  CollectiveCall call;
-  if (span.active()) {
-    const Tensor& payload = input.defined() ? input : output;
-    span.arg("bytes", payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0).str_arg("group", profile_name_);
-  }
+  const Tensor& payload = input.defined() ? input : output;
+  return begin_collective(span, describe_call(kind, 0, input, output, op, root),
+                          payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0);
+}
+
+CollectiveCall ProcessGroup::begin_collective(profiler::Span& span, CollectiveCall call, int64_t payload_bytes) {
+  if (span.active()) span.arg("bytes", payload_bytes).str_arg("group", profile_name_);
+  const CollectiveKind kind = call.kind;
   {
     std::lock_guard lock(mutex_);
     const bool p2p = kind == CollectiveKind::send || kind == CollectiveKind::recv;
-    int64_t seq = p2p ? ++p2p_sequence_ : ++sequence_;
-    call = describe_call(kind, seq, input, output, op, root);
-    span.arg("seq", seq);
+    call.sequence = p2p ? ++p2p_sequence_ : ++sequence_;
+    span.arg("seq", call.sequence);
     stats_.calls[static_cast<int>(kind)] += 1;
-    const Tensor& payload = input.defined() ? input : output;
-    if (payload.defined()) stats_.bytes[static_cast<int>(kind)] += static_cast<int64_t>(payload.nbytes());
+    stats_.bytes[static_cast<int>(kind)] += payload_bytes;
   }
   if (debug_collectives() && kind != CollectiveKind::send && kind != CollectiveKind::recv) {
     std::vector<CollectiveCall> calls = exchange_calls(call);
@@ -145,6 +146,86 @@ WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in,
   Tensor input = in.contiguous();
   auto call = begin_collective(span, CollectiveKind::reduce_scatter, input, out, op);
   return finish_issue(do_reduce_scatter(out, input, op, call), call, span);
+}
+
+std::vector<Tensor> ProcessGroup::check_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                                  bool gather, std::string_view op) const {
+  DTR_CHECK(!ins.empty() && outs.size() == ins.size(),
+            "{}: expected as many outputs as inputs, and at least one, got {} inputs and {} outputs on rank {}", op,
+            ins.size(), outs.size(), rank_);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    check_defined(outs[i], "output", op);
+    check_defined(ins[i], "input", op);
+    check_same(ins[i], outs[i], op);
+    check_same(ins.front(), ins[i], op);
+    check_device(ins[i], op);
+    check_contiguous(outs[i], "output", op);
+    // The gathered (or scattered) side holds `size` times the other side's elements.
+    const Tensor& whole = gather ? outs[i] : ins[i];
+    const Tensor& piece = gather ? ins[i] : outs[i];
+    DTR_CHECK(whole.numel() == piece.numel() * size(),
+              "{}: pair {} of {}: expected an {} of {} elements ({} elements of the {} x {} ranks), got {} "
+              "elements (shape {}) on rank {}",
+              op, i, ins.size(), gather ? "output" : "input", piece.numel() * size(), piece.numel(),
+              gather ? "input" : "output", size(), whole.numel(), shape_str(whole.sizes()), rank_);
+    inputs.push_back(ins[i].contiguous());
+  }
+  return inputs;
+}
+
+WorkPtr ProcessGroup::issue_each_coalesced(size_t pairs, const std::function<WorkPtr(size_t)>& issue_one,
+                                           const CollectiveCall& call) {
+  bool already = false;
+  {
+    std::lock_guard lock(mutex_);
+    already = coalescing_;
+  }
+  if (!already) do_start_coalescing();
+  std::vector<WorkPtr> parts;
+  try {
+    for (size_t i = 0; i < pairs; ++i) parts.push_back(issue_one(i));
+  } catch (...) {
+    if (!already) do_end_coalescing();
+    throw;
+  }
+  if (!already) do_end_coalescing();
+  return make_work_list(std::move(parts), describe(call));
+}
+
+WorkPtr ProcessGroup::do_all_gather_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                              const CollectiveCall& call) {
+  return issue_each_coalesced(ins.size(), [&](size_t i) { return do_all_gather(outs[i], ins[i], call); }, call);
+}
+
+WorkPtr ProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                                  ReduceOp op, const CollectiveCall& call) {
+  return issue_each_coalesced(
+      ins.size(), [&](size_t i) { return do_reduce_scatter(outs[i], ins[i], op, call); }, call);
+}
+
+WorkPtr ProcessGroup::all_gather_into_tensor_coalesced(const std::vector<Tensor>& outs,
+                                                       const std::vector<Tensor>& ins) {
+  profiler::Span span("comm", "all_gather");
+  constexpr std::string_view op = "all_gather_into_tensor_coalesced";
+  std::vector<Tensor> inputs = check_coalesced(outs, ins, /*gather=*/true, op);
+  int64_t bytes = 0;
+  for (const Tensor& t : inputs) bytes += static_cast<int64_t>(t.nbytes());
+  auto call = begin_collective(span, describe_coalesced_call(CollectiveKind::all_gather, 0, inputs, outs), bytes);
+  return finish_issue(do_all_gather_coalesced(outs, inputs, call), call, span);
+}
+
+WorkPtr ProcessGroup::reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                                      ReduceOp op) {
+  profiler::Span span("comm", "reduce_scatter");
+  constexpr std::string_view name = "reduce_scatter_tensor_coalesced";
+  std::vector<Tensor> inputs = check_coalesced(outs, ins, /*gather=*/false, name);
+  check_reduce_op(op, inputs.front().dtype(), name);
+  int64_t bytes = 0;
+  for (const Tensor& t : inputs) bytes += static_cast<int64_t>(t.nbytes());
+  auto call =
+      begin_collective(span, describe_coalesced_call(CollectiveKind::reduce_scatter, 0, inputs, outs, op), bytes);
+  return finish_issue(do_reduce_scatter_coalesced(outs, inputs, op, call), call, span);
 }
 
 WorkPtr ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {

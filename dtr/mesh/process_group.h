@@ -25,6 +25,7 @@
 #include "dtr/tensor/profiler.h"
 #include "dtr/tensor/tensor.h"
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr all_gather_into_tensor(const Tensor& out, const Tensor& in);
   // out (in.numel() / size elements) = chunk `rank` of the reduction of every rank's `in`.
   WorkPtr reduce_scatter_tensor(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum());
+  // Coalesced: for every i, outs[i] = every rank's ins[i] as all_gather_into_tensor
+  // gives it, and for reduce_scatter, outs[i] = chunk `rank` of the reduction of every
+  // rank's ins[i]; one collective and one Work for all pairs, which must share a
+  // dtype and device. The MPI backend moves CPU tensors in one call, each piece
+  // straight between the caller's tensors (no flat buffer to copy in or out); other
+  // cases issue one collective per pair, coalesced. The caller keeps the tensors
+  // alive until the Work completes.
+  WorkPtr all_gather_into_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins);
+  WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                          ReduceOp op = ReduceOp::sum());
   // In place: t = the reduction of every rank's t.
   WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum());
   // In place: t = root's t (root is a rank of this group).
@@ -97,6 +108,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   virtual WorkPtr do_all_gather(const Tensor& out, const Tensor& in, const CollectiveCall& call) = 0;
   virtual WorkPtr do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
                                     const CollectiveCall& call) = 0;
+  // Pairs validated as above (inputs contiguous). By default one do_all_gather or
+  // do_reduce_scatter per pair, between do_start_coalescing and do_end_coalescing
+  // unless the caller is already coalescing.
+  virtual WorkPtr do_all_gather_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                          const CollectiveCall& call);
+  virtual WorkPtr do_reduce_scatter_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                              ReduceOp op, const CollectiveCall& call);
   virtual WorkPtr do_all_reduce(const Tensor& t, ReduceOp op, const CollectiveCall& call) = 0;
   virtual WorkPtr do_broadcast(const Tensor& t, int root, const CollectiveCall& call) = 0;
   // Splits are in elements, already validated (and filled in when equal).
@@ -121,6 +139,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // finish_issue labels the Work when it is recording.
   CollectiveCall begin_collective(profiler::Span& span, CollectiveKind kind, const Tensor& input,
                                   const Tensor& output, std::optional<ReduceOp> op = {}, int root = -1);
+  // The same for a call already described (its sequence number is assigned here)
+  // that moves `payload_bytes`.
+  CollectiveCall begin_collective(profiler::Span& span, CollectiveCall call, int64_t payload_bytes);
+  // The inputs of a coalesced call's pairs, checked and made contiguous; `gather`:
+  // each output holds size() inputs (else each input size() outputs).
+  std::vector<Tensor> check_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, bool gather,
+                                      std::string_view op) const;
+  // Runs `issue_one` for every pair, coalesced, and returns one Work for them.
+  WorkPtr issue_each_coalesced(size_t pairs, const std::function<WorkPtr(size_t)>& issue_one,
+                               const CollectiveCall& call);
   WorkPtr finish_issue(WorkPtr work, const CollectiveCall& call, const profiler::Span& span);
 
   int rank_;

@@ -194,29 +194,21 @@ TEST_CASE("a module that keeps its Parameter handles in members trains under ful
   require_full_parameters_equal(model, reference);
 }
 
-TEST_CASE("shards live in the all-gather buffer where they fill it, and go back in when replaced mid-training") {
+TEST_CASE("shards replaced mid-training (to_empty, then a load) are what the next all-gather reads") {
+  // On the CPU the all-gather reads each shard where it lives, so it must follow
+  // the slots to the new tensors; CachedHandles' 5 rows pad at 2-4 ranks.
   CachedHandles reference, model;
   fsdp::fully_shard(model);
-  // On a rank whose shards fill the group's flat segments (no padding) the
-  // all-gather reads them in place, so the slots hold views of one buffer.
-  const fsdp::FSDPModule handle = fsdp::fsdp_module(model);
-  int64_t shard_numel = 0;
-  for (const auto& [name, param] : handle.sharded_parameters()) shard_numel += param.to_local().numel();
-  const bool in_buffer = distributed::world_size() > 1 && shard_numel == handle.shard_numel_padded();
   nn::optim::AdamW ref_opt(reference.parameters(), {.lr = 0.05});
   nn::optim::AdamW opt(model.parameters(), {.lr = 0.05});
   const int64_t global = 12;
   auto [begin, end] = my_rows(global);
-  auto shares_storage = [&] {
-    const auto params = model.parameters();
-    return params[0].data().storage().is_same(params[1].data().storage());
-  };
   for (int step = 0; step < 6; ++step) {
-    if (step == 3) {  // new shard tensors with the same values: to_empty, then a load
-      CHECK(shares_storage() == in_buffer);
+    if (step == 3) {  // new shard tensors with the same values
       const auto saved = fsdp::get_sharded_state_dict(model);
+      const Tensor before = model.parameters().front().data();
       model.to_empty(Device::cpu());
-      CHECK_FALSE(shares_storage());
+      if (before.numel() > 0) CHECK_FALSE(model.parameters().front().data().storage().is_same(before.storage()));
       fsdp::load_sharded_state_dict(model, saved);
     }
     auto [x, y] = regression_batch(global, step);
@@ -229,7 +221,6 @@ TEST_CASE("shards live in the all-gather buffer where they fill it, and go back 
     opt.step();
     opt.zero_grad();
   }
-  CHECK(shares_storage() == in_buffer);
   require_full_parameters_equal(model, reference);
 }
 

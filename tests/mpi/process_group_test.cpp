@@ -70,6 +70,95 @@ TEST_CASE("reduce_scatter_tensor gives each rank its chunk of the reduction, for
   }
 }
 
+TEST_CASE("all_gather_into_tensor_coalesced gathers every pair, empty ones and views of one buffer included") {
+  auto pg = world();
+  const int size = pg->size();
+  const std::vector<int64_t> lengths = {5, 0, 12, 1};
+  for (DType dtype : kTestDTypes) {
+    INFO(dtype_name(dtype));
+    // Inputs: pair k holds (k + 1) * contribution(rank, i). Outputs: pair 2 a 3-D
+    // tensor of its own, the others views of one buffer at odd offsets.
+    std::vector<Tensor> ins, outs;
+    Tensor shared = empty({1 + size * (5 + 0 + 1) + 2}, {.dtype = dtype});
+    int64_t offset = 1;
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      std::vector<double> v = contributions(pg->rank(), lengths[k]);
+      for (double& x : v) x *= static_cast<double>(k + 1);
+      ins.push_back(tensor_of(v, dtype));
+      if (k == 2) {
+        outs.push_back(empty({size, 3, 4}, {.dtype = dtype}));
+      } else {
+        outs.push_back(shared.narrow(0, offset, size * lengths[k]));
+        offset += size * lengths[k] + 1;
+      }
+    }
+    const int64_t before = pg->sequence();
+    pg->all_gather_into_tensor_coalesced(outs, ins)->wait();
+    REQUIRE(pg->sequence() == before + 1);  // one collective
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      INFO("pair " << k);
+      auto got = values_of(outs[k]);
+      REQUIRE(static_cast<int64_t>(got.size()) == size * lengths[k]);
+      for (int r = 0; r < size; ++r) {
+        for (int64_t i = 0; i < lengths[k]; ++i) {
+          REQUIRE(got[r * lengths[k] + i] == static_cast<double>(k + 1) * contribution(r, i));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("reduce_scatter_tensor_coalesced gives each rank its chunk of every pair, for every op and dtype") {
+  auto pg = world();
+  const int size = pg->size();
+  const std::vector<int64_t> chunks = {6, 0, 1, 3};
+  for (DType dtype : kTestDTypes) {
+    for (ReduceOp op : ops_for(dtype)) {
+      INFO(dtype_name(dtype) << " " << mesh::to_string(op));
+      std::vector<Tensor> ins, copies, outs;
+      Tensor shared = empty({10 + 3}, {.dtype = dtype});  // outputs as views, gaps between them
+      int64_t offset = 0;
+      for (int64_t chunk : chunks) {
+        ins.push_back(tensor_of(contributions(pg->rank(), chunk * size), dtype));
+        copies.push_back(ins.back().clone());
+        outs.push_back(shared.narrow(0, offset, chunk));
+        offset += chunk + 1;
+      }
+      pg->reduce_scatter_tensor_coalesced(outs, ins, op)->wait();
+      for (size_t k = 0; k < chunks.size(); ++k) {
+        INFO("pair " << k);
+        auto got = values_of(outs[k]);
+        for (int64_t i = 0; i < chunks[k]; ++i) {
+          const double expected = reduce_expected(op, pg->rank() * chunks[k] + i, size, dtype);
+          REQUIRE(got[i] == Approx(expected).margin(tolerance(dtype, expected)));
+        }
+        REQUIRE(values_of(ins[k]) == values_of(copies[k]));  // inputs are left alone
+      }
+    }
+  }
+}
+
+TEST_CASE("coalesced collectives reject mismatched pairs, naming the pair") {
+  auto pg = world();
+  const int size = pg->size();
+  Tensor in = empty({4}, {.dtype = DType::f32});
+  REQUIRE_THROWS_WITH(pg->all_gather_into_tensor_coalesced({}, {}), Catch::Contains("at least one"));
+  REQUIRE_THROWS_WITH(pg->all_gather_into_tensor_coalesced({empty({4 * size})}, {in, in}),
+                      Catch::Contains("as many outputs as inputs"));
+  REQUIRE_THROWS_WITH(pg->all_gather_into_tensor_coalesced({empty({4 * size}), empty({4 * size + 1})}, {in, in}),
+                      Catch::Contains("pair 1 of 2") && Catch::Contains("expected an output of"));
+  const Tensor in_f64 = empty({4}, {.dtype = DType::f64});
+  const Tensor out_f64 = empty({4 * size}, {.dtype = DType::f64});
+  REQUIRE_THROWS_WITH(pg->all_gather_into_tensor_coalesced({empty({4 * size}), out_f64}, {in, in_f64}),
+                      Catch::Contains("dtypes differ"));
+  REQUIRE_THROWS_WITH(pg->reduce_scatter_tensor_coalesced({empty({5})}, {empty({4 * size})}),
+                      Catch::Contains("pair 0 of 1") && Catch::Contains("expected an input of"));
+  REQUIRE_THROWS_WITH(pg->reduce_scatter_tensor_coalesced({empty({4}, {.dtype = DType::i64})},
+                                                          {empty({4 * size}, {.dtype = DType::i64})},
+                                                          ReduceOp::premul_sum(2)),
+                      Catch::Contains("premul_sum needs a floating dtype"));
+}
+
 TEST_CASE("reduce_scatter_tensor max and min: a NaN from any rank wins, as in dtr's kernels") {
   auto pg = world();
   const int last = pg->size() - 1;
@@ -336,6 +425,17 @@ TEST_CASE("DTR_DEBUG_COLLECTIVES: ranks calling different collectives all get an
     pg->all_reduce(mine)->wait();
   };
   REQUIRE_THROWS_WITH(shapes(), Catch::Contains("[4]") && Catch::Contains("[5]"));
+  // Coalesced all-gathers of the same total over different pairs.
+  auto pairs = [&] {
+    const int n = pg->size();
+    if (pg->rank() == 0) {
+      pg->all_gather_into_tensor_coalesced({empty({2 * n}), empty({2 * n})}, {full({2}, 1.0), full({2}, 1.0)})->wait();
+    } else {
+      pg->all_gather_into_tensor_coalesced({empty({4 * n})}, {full({4}, 1.0)})->wait();
+    }
+  };
+  REQUIRE_THROWS_WITH(pairs(), Catch::Contains("desync") && Catch::Contains("(2 tensors coalesced)") &&
+                                   Catch::Contains("(1 tensor coalesced)"));
   // Matching calls still go through, with the check on.
   pg->all_reduce(t)->wait();
   mesh::set_debug_collectives(false);

@@ -86,10 +86,12 @@ TEST_CASE("profiler trace of a 2-block FSDP model over 2 steps: valid nested JSO
   nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
 
   // The expectation, from the model's wrapping: FSDP groups and their reshard setting.
-  // A group whose shards on this rank fill their segments of its flat buffer keeps
-  // them in it, and its all-gathers read them in place; a group with padding here
-  // copies them in at every all-gather (dtr/fsdp/flat_collectives.h).
-  int64_t groups = 0, all_gathers_per_step = 0, copy_ins_per_step = 0, groups_in_buffer = 0;
+  // On the CPU the collectives move shards and gradients in place; only a group
+  // with a shard shorter than its segment on this rank pads it at each all-gather,
+  // and only one with rows that do not divide over the ranks pads its gradients at
+  // each reduce-scatter (dtr/fsdp/flat_collectives.h).
+  const int64_t world_size = distributed::world_size();
+  int64_t groups = 0, all_gathers_per_step = 0, gather_paddings_per_step = 0, reduce_paddings_per_step = 0;
   std::string group_name;
   for (auto& [path, m] : model->named_modules()) {
     if (!fsdp::is_fully_sharded(*m)) continue;
@@ -99,10 +101,13 @@ TEST_CASE("profiler trace of a 2-block FSDP model over 2 steps: valid nested JSO
     const bool reshards = setting ? std::get<bool>(*setting) : !is_root;
     all_gathers_per_step += reshards ? 2 : 1;
     int64_t shard_numel = 0;
-    for (const auto& [name, param] : handle.sharded_parameters()) shard_numel += param.to_local().numel();
-    const bool padded = shard_numel != handle.shard_numel_padded();
-    copy_ins_per_step += padded ? (reshards ? 2 : 1) : 0;
-    groups_in_buffer += padded ? 0 : 1;
+    bool uneven = false;
+    for (const auto& [name, param] : handle.sharded_parameters()) {
+      shard_numel += param.to_local().numel();
+      uneven = uneven || param.shape()[0] % world_size != 0;
+    }
+    gather_paddings_per_step += shard_numel != handle.shard_numel_padded() ? (reshards ? 2 : 1) : 0;
+    reduce_paddings_per_step += uneven ? 1 : 0;
     ++groups;
     group_name = handle.mesh().group(0)->name();
   }
@@ -110,7 +115,7 @@ TEST_CASE("profiler trace of a 2-block FSDP model over 2 steps: valid nested JSO
   REQUIRE(all_gathers_per_step == 5);
   // One rank computes on its shards: no collective, and the reduction is a scaling.
   const bool communicates = distributed::world_size() > 1;
-  if (!communicates) all_gathers_per_step = copy_ins_per_step = groups_in_buffer = 0;
+  if (!communicates) all_gathers_per_step = gather_paddings_per_step = reduce_paddings_per_step = 0;
   const int64_t reduce_scatters_per_step = communicates ? groups : 0;
   const mesh::ProcessGroupPtr fsdp_group = fsdp::fsdp_module(*model).mesh().group(0);
 
@@ -149,12 +154,13 @@ TEST_CASE("profiler trace of a 2-block FSDP model over 2 steps: valid nested JSO
   };
   CHECK(inflight("all_gather") == kSteps * all_gathers_per_step);
   CHECK(inflight("reduce_scatter") == kSteps * reduce_scatters_per_step);
-  // FSDP's copies: a copy-in per all-gather of a padded group, the move of the others'
-  // shards into their buffers at their first all-gather, one copy-in and one copy-out
-  // per reduce-scatter.
-  CHECK(trace.count("fsdp", "all_gather copy_in") == kSteps * copy_ins_per_step);
-  CHECK(trace.count("fsdp", "shards into the all-gather buffer") == groups_in_buffer);
-  CHECK(trace.count("fsdp", "reduce_scatter copy_in") == kSteps * reduce_scatters_per_step);
+  // FSDP's copies: no flat buffer to copy into or out of, the padding counted above,
+  // and one copy-out (the shards' rows into their .grad) per reduce-scatter.
+  CHECK(trace.count("fsdp", "all_gather copy_in") == 0);
+  CHECK(trace.count("fsdp", "all_gather copy_out") == 0);
+  CHECK(trace.count("fsdp", "reduce_scatter copy_in") == 0);
+  CHECK(trace.count("fsdp", "all_gather padding") == kSteps * gather_paddings_per_step);
+  CHECK(trace.count("fsdp", "reduce_scatter padding") == kSteps * reduce_paddings_per_step);
   CHECK(trace.count("fsdp", "reduce_scatter copy_out") == kSteps * reduce_scatters_per_step);
   CHECK(trace.count("fsdp", "reduce on shards") == kSteps * (groups - reduce_scatters_per_step));
   CHECK(trace.count("fsdp", "post_backward") == kSteps * groups);

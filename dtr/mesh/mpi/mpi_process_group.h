@@ -30,6 +30,10 @@ class MpiProcessGroup final : public ProcessGroup {
  protected:
   WorkPtr do_all_gather(const Tensor& out, const Tensor& in, const CollectiveCall& call) override;
   WorkPtr do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, const CollectiveCall& call) override;
+  WorkPtr do_all_gather_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                                  const CollectiveCall& call) override;
+  WorkPtr do_reduce_scatter_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, ReduceOp op,
+                                      const CollectiveCall& call) override;
   WorkPtr do_all_reduce(const Tensor& t, ReduceOp op, const CollectiveCall& call) override;
   WorkPtr do_broadcast(const Tensor& t, int root, const CollectiveCall& call) override;
   WorkPtr do_all_to_all(const Tensor& out, const Tensor& in, const std::vector<int64_t>& out_counts,
