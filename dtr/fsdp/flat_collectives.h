@@ -14,9 +14,10 @@
 // On the CPU, where the shards and gradients are already in the collective's dtype,
 // the direct forms skip the flat buffers: one coalesced collective moves each
 // parameter's rows between its shard, its padded unsharded buffer and its
-// gradient (the MPI backend in one call, straight between those tensors). Only a
-// shard shorter than its segment, or a gradient whose rows do not divide over the
-// ranks, is copied, into a padded buffer of its own.
+// gradient (with MPI one call, over those tensors where they lie). Only a shard
+// shorter than its segment, or a gradient whose rows do not divide over the ranks
+// (or not contiguous), is copied into a padded buffer of its own; a parameter
+// without a gradient reduces a buffer of zeros.
 // Every copy loop is one copy_batch (dtr/fsdp/copy_batch.h): one launch on CUDA. The
 // group (dtr/fsdp/fsdp_param_group.h) decides when these run, in which dtype and on
 // which device, and what happens to the results.

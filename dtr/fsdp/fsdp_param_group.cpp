@@ -65,6 +65,7 @@ void FSDPParamGroup::issue_all_gather() {
   if (copies_host_async()) {
     for (auto& p : params_) p->sharded().storage().pin();
   }
+  issued_versions_ = shard_versions();
   TensorOptions options{.dtype = compute_dtype_, .device = dev, .tag = MemoryTag::comm_buffer};
   if (post_forward_piece_.defined()) {  // after reshard(keep_piece_for): gather over those ranks only
     all_gather_ = collectives_.all_gather_piece(post_forward_piece_, post_forward_group_, options);
@@ -77,7 +78,12 @@ void FSDPParamGroup::issue_all_gather() {
   // the optimizer's writes on the compute stream; it stays.)
   if (dev.is_cpu() && !placement_.offload && collectives_.can_gather_directly(compute_dtype_)) {
     for (auto& p : params_) p->allocate_unsharded(dev, MemoryTag::comm_buffer);
-    all_gather_ = collectives_.all_gather_into_unsharded(shard_group());
+    try {
+      all_gather_ = collectives_.all_gather_into_unsharded(shard_group());
+    } catch (...) {
+      for (auto& p : params_) p->release_unsharded();
+      throw;
+    }
     return;
   }
   all_gather_ = collectives_.all_gather(shard_group(), options);
@@ -98,11 +104,7 @@ void FSDPParamGroup::wait_for_unshard() {
     on_shards_ = false;
   }
   if (unsharded_) {
-    bool stale = false;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      stale = stale || params_[i]->sharded().storage().version() != gathered_versions_[i];
-    }
-    if (!stale) return;
+    if (shard_versions() == gathered_versions_) return;
     reshard();
   }
   issue_all_gather();
@@ -122,8 +124,16 @@ void FSDPParamGroup::wait_for_unshard() {
   for (auto& p : params_) p->install_unsharded();
   all_gather_ = {};
   unsharded_ = true;
-  gathered_versions_.clear();
-  for (auto& p : params_) gathered_versions_.push_back(p->sharded().storage().version());
+  gathered_versions_ = std::move(issued_versions_);
+  // A shard written while its all-gather was in flight (an optimizer step after a
+  // prefetch) may have been read half old, half new: gather it again.
+  if (shard_versions() != gathered_versions_) wait_for_unshard();
+}
+
+std::vector<uint64_t> FSDPParamGroup::shard_versions() const {
+  std::vector<uint64_t> versions;
+  for (const auto& p : params_) versions.push_back(p->sharded().storage().version());
+  return versions;
 }
 
 void FSDPParamGroup::reshard(const mesh::ProcessGroupPtr& keep_piece_for) {

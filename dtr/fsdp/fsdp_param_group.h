@@ -1,10 +1,9 @@
 // FSDPParamGroup: the parameters of one fully_shard call, and when and how their
 // two collectives (dtr/fsdp/flat_collectives.h) run. Unshard: all-gather the shards
-// as one flat buffer and copy each parameter's rows into its unsharded tensor,
-// installed in the module's slots. Gradient reduction: reduce-scatter the
-// unsharded gradients as one flat buffer, then add this rank's rows to its
-// shards' .grad. Both collectives are issued asynchronously and waited on later,
-// so they overlap compute.
+// as one collective into each parameter's unsharded tensor, installed in the
+// module's slots. Gradient reduction: reduce-scatter the unsharded gradients as
+// one collective, then add this rank's rows to its shards' .grad. Both are issued
+// asynchronously and waited on later, so they overlap compute.
 //
 // Mixed precision: the all-gather runs in the compute dtype (shards are cast in
 // the copy-in), the reduce-scatter in the reduce dtype, and the result is cast to
@@ -93,6 +92,7 @@ class FSDPParamGroup {
  private:
   Device device() const;  // where the group computes and communicates
   bool can_compute_on_shards() const;
+  std::vector<uint64_t> shard_versions() const;
   void reduce_on_shards(mesh::ReduceOp op);  // the one-rank reduction
   void copy_out_pinned(const Tensor& reduced);  // reduced rows into pinned .grad
   int64_t shard_size() const { return mesh_.size(mesh_.ndim() - 1); }
@@ -114,9 +114,11 @@ class FSDPParamGroup {
   mesh::ProcessGroupPtr post_forward_group_;  // with the piece kept for it
   Tensor post_forward_piece_;
   PendingCollective reduce_scatter_;
-  // Versions of the shards when they were last gathered: a change (an optimizer
-  // step while unsharded) makes the unsharded copies stale, so they are re-gathered.
+  // Versions of the shards when the unsharded tensors were gathered (issued): a
+  // change (an optimizer step while unsharded) makes those stale, so they are
+  // gathered again.
   std::vector<uint64_t> gathered_versions_;
+  std::vector<uint64_t> issued_versions_;  // of the pending all-gather
 };
 
 }  // namespace dtr::fsdp

@@ -9,8 +9,9 @@
 // with Shard(0) over the mesh (torch.chunk rows; the parameter slot holds the
 // shard, which carries its DTensorSpec). The module keeps its type and code.
 // Before the module computes, the group's shards are all-gathered as one
-// collective (copy-in to a flat buffer, all_gather_into_tensor, copy-out to
-// per-parameter unsharded tensors installed in the slots); after forward they are
+// collective into per-parameter unsharded tensors installed in the slots (through
+// a flat buffer with a copy-in and a copy-out on CUDA or when casting; on the CPU
+// straight from shard to unsharded tensor); after forward they are
 // freed unless reshard_after_forward is false (the root keeps them by default).
 // In backward the group is all-gathered again when its outputs' gradient
 // arrives, and once its backward is done the unsharded gradients are

@@ -1,6 +1,7 @@
 #include "dtr/mesh/collective.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 
@@ -70,6 +71,9 @@ CollectiveCall describe_coalesced_call(CollectiveKind kind, int64_t sequence, co
   record_total(inputs, call.input_dims, call.input_shape, call.input_numel);
   record_total(outputs, call.output_dims, call.output_shape, call.output_numel);
   call.coalesced = static_cast<int32_t>(inputs.size());
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : inputs) sizes.push_back(t.numel());
+  call.coalesced_sizes = XXH64(sizes.data(), sizes.size() * sizeof(int64_t), /*seed=*/0);
   return call;
 }
 
@@ -88,7 +92,8 @@ std::string to_string(const CollectiveCall& call) {
   if (call.kind == CollectiveKind::broadcast) text += fmt::format(" root {}", call.root);
   if (call.uneven_splits) text += " (explicit splits)";
   if (call.coalesced > 0) {
-    text += fmt::format(" ({} tensor{} coalesced)", call.coalesced, call.coalesced == 1 ? "" : "s");
+    text += fmt::format(" ({} tensor{} coalesced, sizes #{:08x})", call.coalesced, call.coalesced == 1 ? "" : "s",
+                        call.coalesced_sizes & 0xffffffffu);
   }
   return text;
 }
@@ -99,7 +104,8 @@ std::string find_desync(const std::vector<CollectiveCall>& calls_by_rank) {
   auto agrees = [&](const CollectiveCall& c) {
     if (c.kind != first.kind || c.sequence != first.sequence || c.dtype != first.dtype ||
         c.reduce_kind != first.reduce_kind || c.reduce_factor != first.reduce_factor ||
-        c.root != first.root || c.uneven_splits != first.uneven_splits || c.coalesced != first.coalesced) {
+        c.root != first.root || c.uneven_splits != first.uneven_splits || c.coalesced != first.coalesced ||
+        c.coalesced_sizes != first.coalesced_sizes) {
       return false;
     }
     if (c.kind == CollectiveKind::all_to_all && c.uneven_splits) return true;

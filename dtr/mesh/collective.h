@@ -50,6 +50,7 @@ struct CollectiveCall {
   int64_t output_numel = 0;
   int32_t uneven_splits = 0;  // all_to_all with explicit split sizes
   int32_t coalesced = 0;  // tensor pairs of a coalesced call (its shapes are then the flat totals); 0 for one
+  uint64_t coalesced_sizes = 0;  // a hash of the pairs' input element counts, in order
 
   bool operator==(const CollectiveCall&) const = default;
 };
@@ -67,7 +68,7 @@ CollectiveCall describe_coalesced_call(CollectiveKind kind, int64_t sequence, co
 std::string to_string(const CollectiveCall& call);
 
 // Whether the calls of all ranks agree: same op, sequence number, dtype, reduce op
-// and root, the number of coalesced tensors, and the shapes the op needs to match (all of them, except the inputs
+// and root, the number and sizes of coalesced tensors, and the shapes the op needs to match (all of them, except the inputs
 // and outputs of an all_to_all with explicit splits). Returns an empty string when
 // they agree, else a message listing every rank's call.
 std::string find_desync(const std::vector<CollectiveCall>& calls_by_rank);

@@ -54,10 +54,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Coalesced: for every i, outs[i] = every rank's ins[i] as all_gather_into_tensor
   // gives it, and for reduce_scatter, outs[i] = chunk `rank` of the reduction of every
   // rank's ins[i]; one collective and one Work for all pairs, which must share a
-  // dtype and device. The MPI backend moves CPU tensors in one call, each piece
-  // straight between the caller's tensors (no flat buffer to copy in or out); other
-  // cases issue one collective per pair, coalesced. The caller keeps the tensors
-  // alive until the Work completes.
+  // dtype and device. The MPI backend moves CPU tensors in one call with no flat
+  // buffer to copy into or out of: an all-gather straight between the caller's
+  // tensors, a reduce-scatter within a node from the inputs into one scratch
+  // buffer that it sums into the outputs. Other cases issue one collective per
+  // pair, coalesced.
   WorkPtr all_gather_into_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins);
   WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
                                           ReduceOp op = ReduceOp::sum());

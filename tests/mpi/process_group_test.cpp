@@ -300,6 +300,35 @@ TEST_CASE("a non-contiguous input is copied, a non-contiguous output is rejected
   REQUIRE_THROWS_WITH(pg->all_reduce(strided), Catch::Contains("must be contiguous"));
 }
 
+TEST_CASE("the contiguous copy of a non-contiguous input lives until the collective completes") {
+  // 1 MiB per input: past MPI's eager size, so it moves after the call returns, while
+  // the memory of a copy nobody kept goes to the next allocations (filled here).
+  auto pg = world();
+  const int64_t n = 512;
+  auto input_of = [&](int r) {
+    std::vector<double> v(n * n);
+    for (int64_t i = 0; i < n * n; ++i) v[i] = r * 1e6 + static_cast<double>(i);
+    return tensor_of(v, DType::f32, {n, n}).t();  // not contiguous
+  };
+  Tensor mine = input_of(pg->rank());
+  REQUIRE_FALSE(mine.is_contiguous());
+  Tensor single = empty({pg->size() * n, n});
+  std::vector<Tensor> pair = {empty({pg->size() * n, n})};
+  mesh::WorkPtr gathers[] = {pg->all_gather_into_tensor(single, mine),
+                             pg->all_gather_into_tensor_coalesced(pair, {mine})};
+  std::vector<Tensor> reused;
+  for (int k = 0; k < 4; ++k) reused.push_back(full({n, n}, -1.0));
+  for (auto& work : gathers) work->wait();
+  for (const Tensor& out : {single, pair.front()}) {
+    const auto got = values_of(out);
+    for (int r = 0; r < pg->size(); ++r) {
+      INFO("rank " << r << "'s block");
+      REQUIRE(std::vector<double>(got.begin() + r * n * n, got.begin() + (r + 1) * n * n) ==
+              values_of(input_of(r)));
+    }
+  }
+}
+
 TEST_CASE("wrong sizes, dtypes and roots are errors that name what was expected") {
   auto pg = world();
   Tensor in = empty({4}, {.dtype = DType::f32});
@@ -434,8 +463,17 @@ TEST_CASE("DTR_DEBUG_COLLECTIVES: ranks calling different collectives all get an
       pg->all_gather_into_tensor_coalesced({empty({4 * n})}, {full({4}, 1.0)})->wait();
     }
   };
-  REQUIRE_THROWS_WITH(pairs(), Catch::Contains("desync") && Catch::Contains("(2 tensors coalesced)") &&
-                                   Catch::Contains("(1 tensor coalesced)"));
+  REQUIRE_THROWS_WITH(pairs(), Catch::Contains("desync") && Catch::Contains("(2 tensors coalesced") &&
+                                   Catch::Contains("(1 tensor coalesced"));
+  // The same number of pairs and the same total, split differently.
+  auto splits = [&] {
+    const int n = pg->size();
+    const int64_t first = pg->rank() == 0 ? 1 : 2;
+    pg->all_gather_into_tensor_coalesced({empty({first * n}), empty({(4 - first) * n})},
+                                         {full({first}, 1.0), full({4 - first}, 1.0)})
+        ->wait();
+  };
+  REQUIRE_THROWS_WITH(splits(), Catch::Contains("desync") && Catch::Contains("(2 tensors coalesced, sizes #"));
   // Matching calls still go through, with the check on.
   pg->all_reduce(t)->wait();
   mesh::set_debug_collectives(false);

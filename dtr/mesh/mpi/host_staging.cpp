@@ -41,7 +41,7 @@ void copy_to_host(void* host, const Tensor& t) {
 }  // namespace
 
 void* HostStaging::input(const Tensor& t) {
-  if (!t.device().is_cuda()) return t.raw_data();
+  if (!t.device().is_cuda()) return in_place(t);
 #if DTR_WITH_CUDA
   auto buffer = host_buffer(t.nbytes(), /*pinned=*/true);
   copy_to_host(buffer.get(), t);
@@ -53,7 +53,7 @@ void* HostStaging::input(const Tensor& t) {
 }
 
 void* HostStaging::output(const Tensor& t, bool in_place) {
-  if (!t.device().is_cuda()) return t.raw_data();
+  if (!t.device().is_cuda()) return this->in_place(t);
 #if DTR_WITH_CUDA
   auto buffer = host_buffer(t.nbytes(), /*pinned=*/true);
   if (in_place) copy_to_host(buffer.get(), t);
@@ -64,6 +64,11 @@ void* HostStaging::output(const Tensor& t, bool in_place) {
   (void)in_place;
   DTR_FAIL("MPI collective on {}: this build of dtr has no CUDA", t.device());
 #endif
+}
+
+void* HostStaging::in_place(const Tensor& t) {
+  buffers_.push_back(std::make_shared<Tensor>(t));
+  return t.raw_data();
 }
 
 void* HostStaging::scratch(size_t nbytes) {

@@ -1,7 +1,9 @@
 // HostStaging: the host memory MPI reads and writes for one operation. A CPU
-// tensor is used in place; a CUDA tensor is staged through pinned host memory
-// (dtr does not assume a CUDA-aware MPI): inputs are copied to the host before
-// the MPI call, outputs are copied back to the GPU when the operation finishes.
+// tensor is used in place and kept alive until the operation completes (a
+// contiguous copy made for the call has no other owner). A CUDA tensor is staged
+// through pinned host memory (dtr does not assume a CUDA-aware MPI): inputs are
+// copied to the host before the MPI call, outputs are copied back to the GPU when
+// the operation finishes.
 // Also the host-side arithmetic the MPI backend adds around MPI's collectives:
 // scaling for premul_sum, the division for avg, and combining received chunks.
 #pragma once
@@ -34,6 +36,9 @@ class HostStaging {
   std::vector<std::shared_ptr<void>> keep_alive() const { return buffers_; }
 
  private:
+  // A CPU tensor's own memory, kept alive with the operation.
+  void* in_place(const Tensor& t);
+
   struct Pending {
     Tensor device_tensor;
     void* host = nullptr;

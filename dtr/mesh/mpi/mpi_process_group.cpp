@@ -106,36 +106,57 @@ bool all_on_cpu(const std::vector<Tensor>& tensors) {
   return std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.device().is_cpu(); });
 }
 
-// A datatype of one block per tensor: `counts[i]` elements of `type` at byte address
-// `bases[i] + offsets[i] * element size` (for MPI_BOTTOM). Committed; the caller frees it.
-MPI_Datatype blocks_type(const std::vector<char*>& bases, const std::vector<int64_t>& offsets,
-                         const std::vector<int>& counts, MPI_Datatype type, size_t element_size) {
-  std::vector<MPI_Aint> addresses(bases.size());
-  for (size_t i = 0; i < bases.size(); ++i) {
-    DTR_MPI_CHECK(MPI_Get_address(bases[i] + offsets[i] * static_cast<int64_t>(element_size), &addresses[i]));
-  }
-  MPI_Datatype blocks;
-  DTR_MPI_CHECK(MPI_Type_create_hindexed(static_cast<int>(bases.size()), counts.data(), addresses.data(), type,
-                                         &blocks));
-  DTR_MPI_CHECK(MPI_Type_commit(&blocks));
-  return blocks;
-}
-
-// The per-peer arguments of one MPI_Ialltoallw, kept alive until it completes.
+// The arguments of one MPI_Ialltoallw over derived datatypes, one of each type per
+// peer, which must stay as they are until it completes. Each type addresses its
+// tensors relative to one of two anchors here, which are the call's buffers
+// (MPI_BOTTOM for both would read as in-place to Open MPI before 4.1.3).
 struct AllToAllW {
   explicit AllToAllW(int size)
-      : send_counts(size, 1), send_displs(size, 0), recv_counts(size, 1), recv_displs(size, 0),
-        send_types(size, MPI_DATATYPE_NULL), recv_types(size, MPI_DATATYPE_NULL) {}
-  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+      : counts(size, 1), displs(size, 0), send_types(size, MPI_DATATYPE_NULL), recv_types(size, MPI_DATATYPE_NULL) {}
+
+  // A committed type of one block per tensor: `counts[i]` elements of `type` at
+  // `bases[i] + offsets[i]` elements, relative to `anchor`. Freed by free_created().
+  MPI_Datatype blocks(const char* anchor, const std::vector<char*>& bases, const std::vector<int64_t>& offsets,
+                      const std::vector<int>& block_counts, MPI_Datatype type, size_t element_size) {
+    MPI_Aint origin;
+    DTR_MPI_CHECK(MPI_Get_address(anchor, &origin));
+    std::vector<MPI_Aint> displacements(bases.size());
+    for (size_t i = 0; i < bases.size(); ++i) {
+      MPI_Aint address;
+      DTR_MPI_CHECK(MPI_Get_address(bases[i] + offsets[i] * static_cast<int64_t>(element_size), &address));
+      displacements[i] = MPI_Aint_diff(address, origin);
+    }
+    MPI_Datatype made;
+    DTR_MPI_CHECK(MPI_Type_create_hindexed(static_cast<int>(bases.size()), block_counts.data(),
+                                           displacements.data(), type, &made));
+    created.push_back(made);
+    DTR_MPI_CHECK(MPI_Type_commit(&made));
+    return made;
+  }
+
+  int issue(MPI_Comm comm, MPI_Request* request) {
+    return MPI_Ialltoallw(&send_anchor, counts.data(), displs.data(), send_types.data(), &recv_anchor, counts.data(),
+                          displs.data(), recv_types.data(), comm, request);
+  }
+
+  // Frees the types made, once the call is issued (MPI keeps them while it is
+  // pending) or failed; the per-peer arrays are left as they are.
+  void free_created() {
+    for (MPI_Datatype& t : created) MPI_Type_free(&t);
+    created.clear();
+  }
+
+  std::vector<int> counts, displs;
   std::vector<MPI_Datatype> send_types, recv_types;
+  std::vector<MPI_Datatype> created;
+  char send_anchor = 0, recv_anchor = 0;
 };
 
-// Frees derived datatypes once their call is issued: MPI keeps them while it is pending.
-void free_types(std::vector<MPI_Datatype>& types) {
-  for (MPI_Datatype& t : types) {
-    if (t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
-  }
-}
+// Frees the types an AllToAllW made when the issuing scope ends, issued or not.
+struct FreeCreatedTypes {
+  AllToAllW& args;
+  ~FreeCreatedTypes() { args.free_created(); }
+};
 
 }  // namespace
 
@@ -245,33 +266,30 @@ WorkPtr MpiProcessGroup::do_all_gather_coalesced(const std::vector<Tensor>& outs
   if (!all_on_cpu(ins)) return ProcessGroup::do_all_gather_coalesced(outs, ins, call);
   const std::string description = describe(call);
   const size_t n = ins.size();
+  HostStaging staging;
   std::vector<char*> in_bases(n), out_bases(n);
   std::vector<int> counts(n);
   for (size_t i = 0; i < n; ++i) {
-    in_bases[i] = static_cast<char*>(ins[i].raw_data());
-    out_bases[i] = static_cast<char*>(outs[i].raw_data());
+    in_bases[i] = static_cast<char*>(staging.input(ins[i]));
+    out_bases[i] = static_cast<char*>(staging.output(outs[i], /*in_place=*/false));
     counts[i] = mpi_count(ins[i].numel(), description);
   }
   const MPI_Datatype type = mpi_datatype(ins.front().dtype());
   const size_t element = element_size(ins.front().dtype());
   auto args = std::make_shared<AllToAllW>(size());
-  HostStaging staging;
   staging.keep(args);
   return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
-    std::vector<MPI_Datatype> mine{blocks_type(in_bases, std::vector<int64_t>(n, 0), counts, type, element)};
+    const FreeCreatedTypes free_types{*args};
+    const MPI_Datatype mine =
+        args->blocks(&args->send_anchor, in_bases, std::vector<int64_t>(n, 0), counts, type, element);
     for (int r = 0; r < size(); ++r) {
       std::vector<int64_t> offsets(n);
       for (size_t i = 0; i < n; ++i) offsets[i] = int64_t{r} * counts[i];
-      args->send_types[r] = mine.front();
-      args->recv_types[r] = blocks_type(out_bases, offsets, counts, type, element);
+      args->send_types[r] = mine;
+      args->recv_types[r] = args->blocks(&args->recv_anchor, out_bases, offsets, counts, type, element);
     }
     requests.emplace_back();
-    const int status = MPI_Ialltoallw(MPI_BOTTOM, args->send_counts.data(), args->send_displs.data(),
-                                      args->send_types.data(), MPI_BOTTOM, args->recv_counts.data(),
-                                      args->recv_displs.data(), args->recv_types.data(), comm_, &requests.back());
-    free_types(args->recv_types);
-    free_types(mine);
-    DTR_MPI_CHECK(status);
+    DTR_MPI_CHECK(args->issue(comm_, &requests.back()));
   });
 }
 
@@ -287,40 +305,36 @@ WorkPtr MpiProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& 
   const size_t n = ins.size();
   const DType dtype = ins.front().dtype();
   const size_t element = element_size(dtype);
+  HostStaging staging;
   std::vector<char*> in_bases(n);
   std::vector<int> counts(n);
   std::vector<ChunkSlice> slices(n);
   int64_t chunk_numel = 0;
   for (size_t i = 0; i < n; ++i) {
-    in_bases[i] = static_cast<char*>(ins[i].raw_data());
+    in_bases[i] = static_cast<char*>(staging.input(ins[i]));
     counts[i] = mpi_count(outs[i].numel(), description);
-    slices[i] = {outs[i].raw_data(), chunk_numel, outs[i].numel()};
+    slices[i] = {staging.output(outs[i], /*in_place=*/false), chunk_numel, outs[i].numel()};
     chunk_numel += outs[i].numel();
   }
   const int chunk_count = mpi_count(chunk_numel, description);
   const MPI_Datatype type = mpi_datatype(dtype);
   auto args = std::make_shared<AllToAllW>(size());
-  HostStaging staging;
   char* chunks = static_cast<char*>(staging.scratch(static_cast<size_t>(size() * chunk_numel) * element));
   staging.keep(args);
   auto combine = [=, size = size()] { combine_chunks(chunks, chunk_numel, dtype, op, size, slices); };
   return launch(
       description, std::move(staging),
       [=, this](std::vector<MPI_Request>& requests) {
+        const FreeCreatedTypes free_types{*args};
         for (int r = 0; r < size(); ++r) {
           std::vector<int64_t> offsets(n);
           for (size_t i = 0; i < n; ++i) offsets[i] = int64_t{r} * counts[i];
-          args->send_types[r] = blocks_type(in_bases, offsets, counts, type, element);
-          args->recv_types[r] = blocks_type({chunks}, {int64_t{r} * chunk_numel}, {chunk_count}, type, element);
+          args->send_types[r] = args->blocks(&args->send_anchor, in_bases, offsets, counts, type, element);
+          args->recv_types[r] =
+              args->blocks(&args->recv_anchor, {chunks}, {int64_t{r} * chunk_numel}, {chunk_count}, type, element);
         }
         requests.emplace_back();
-        const int status = MPI_Ialltoallw(MPI_BOTTOM, args->send_counts.data(), args->send_displs.data(),
-                                          args->send_types.data(), MPI_BOTTOM, args->recv_counts.data(),
-                                          args->recv_displs.data(), args->recv_types.data(), comm_,
-                                          &requests.back());
-        free_types(args->send_types);
-        free_types(args->recv_types);
-        DTR_MPI_CHECK(status);
+        DTR_MPI_CHECK(args->issue(comm_, &requests.back()));
       },
       std::move(combine));
 }
