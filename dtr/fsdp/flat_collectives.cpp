@@ -19,6 +19,18 @@ FlatCollectives::FlatCollectives(const std::vector<std::unique_ptr<FSDPParam>>& 
   }
 }
 
+namespace {
+
+// Jobs filling the flat `dest` with `src`'s elements (none when undefined), cast to
+// its dtype, then zeros.
+void append_padded(std::vector<CopyJob>& jobs, const Tensor& dest, const Tensor& src) {
+  const int64_t used = src.defined() ? src.numel() : 0;
+  if (used > 0) jobs.push_back({dest.narrow(0, 0, used), src.reshape({used})});
+  if (used < dest.numel()) jobs.push_back({dest.narrow(0, used, dest.numel() - used), Tensor()});
+}
+
+}  // namespace
+
 void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
                                            int64_t first, int64_t count) const {
   const FSDPParam& p = *params_[i];
@@ -26,10 +38,12 @@ void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Ten
   const Tensor full_rows = full.defined() ? full.reshape({rows, p.row_numel()}) : Tensor();
   for (int64_t r = first; r < first + count; ++r) {
     Tensor segment = flat.narrow(0, (r - first) * numel_ + offsets_[i], p.padded_numel());
-    const ShardRange range = full.defined() ? shard_range(rows, ranks_, r) : ShardRange{};
-    const int64_t used = range.length * p.row_numel();
-    if (used > 0) jobs.push_back({segment.narrow(0, 0, used), full_rows.narrow(0, range.offset, range.length).reshape({used})});
-    if (used < p.padded_numel()) jobs.push_back({segment.narrow(0, used, p.padded_numel() - used), Tensor()});
+    if (!full.defined()) {
+      append_padded(jobs, segment, Tensor());
+      continue;
+    }
+    const ShardRange range = shard_range(rows, ranks_, r);
+    append_padded(jobs, segment, full_rows.narrow(0, range.offset, range.length));
   }
 }
 
@@ -39,11 +53,9 @@ bool on_cpu_in(const Tensor& t, DType dtype) { return t.dtype() == dtype && t.de
 
 // `t`'s elements, then zeros up to `numel`: the same tensor, flat, when it fills them.
 Tensor padded_flat(const Tensor& t, int64_t numel, std::vector<CopyJob>& copies) {
-  const int64_t used = t.defined() ? t.numel() : 0;
-  if (used == numel && t.is_contiguous()) return t.reshape({numel});
+  if (t.numel() == numel && t.is_contiguous()) return t.reshape({numel});
   Tensor padded = dtr::empty({numel}, {.dtype = t.dtype(), .device = t.device(), .tag = MemoryTag::comm_buffer});
-  if (used > 0) copies.push_back({padded.narrow(0, 0, used), t.reshape({used})});
-  if (used < numel) copies.push_back({padded.narrow(0, used, numel - used), Tensor()});
+  append_padded(copies, padded, t);
   return padded;
 }
 
@@ -73,7 +85,7 @@ PendingCollective FlatCollectives::all_gather_into_unsharded(const mesh::Process
     DTR_PROFILE_SCOPE("fsdp", "all_gather padding");
     copy_batch(padding);
   }
-  return {group->all_gather_into_tensor_coalesced(outs, ins), Tensor(), Tensor(), std::move(ins)};
+  return {group->all_gather_into_tensor_coalesced(outs, ins), std::move(ins), Tensor()};
 }
 
 PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const {
@@ -82,21 +94,17 @@ PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group
   DTR_PROFILE_SCOPE("fsdp", "all_gather copy_in");
   std::vector<CopyJob> copy_in;  // shards cast to the buffer's dtype, padding zeroed
   for (size_t i = 0; i < params_.size(); ++i) {
-    const FSDPParam& p = *params_[i];
-    Tensor segment = input.narrow(0, offsets_[i], p.padded_numel());
-    const int64_t used = p.local_rows() * p.row_numel();
-    if (used > 0) copy_in.push_back({segment.narrow(0, 0, used), p.sharded().detach().reshape({used})});
-    if (used < p.padded_numel()) copy_in.push_back({segment.narrow(0, used, p.padded_numel() - used), Tensor()});
+    append_padded(copy_in, input.narrow(0, offsets_[i], params_[i]->padded_numel()), params_[i]->sharded().detach());
   }
   copy_batch(copy_in);
   Tensor output = dtr::empty({ranks_ * numel_}, options);
-  return {group->all_gather_into_tensor(output, input), input, output};
+  return {group->all_gather_into_tensor(output, input), {input}, output};
 }
 
 PendingCollective FlatCollectives::all_gather_piece(const Tensor& piece, const mesh::ProcessGroupPtr& group,
                                                     const TensorOptions& options) const {
   Tensor output = dtr::empty({ranks_ * numel_}, options);
-  return {group->all_gather_into_tensor(output, piece), piece, output};
+  return {group->all_gather_into_tensor(output, piece), {piece}, output};
 }
 
 void FlatCollectives::copy_out(const Tensor& gathered_flat) const {
@@ -141,7 +149,7 @@ PendingCollective FlatCollectives::reduce_scatter(const mesh::ProcessGroupPtr& g
   }
   copy_in_span.end();
   Tensor output = dtr::empty({numel_}, options);
-  return {group->reduce_scatter_tensor(output, input, op), input, output};
+  return {group->reduce_scatter_tensor(output, input, op), {input}, output};
 }
 
 PendingCollective FlatCollectives::reduce_scatter_directly(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
@@ -161,7 +169,7 @@ PendingCollective FlatCollectives::reduce_scatter_directly(const mesh::ProcessGr
     DTR_PROFILE_SCOPE("fsdp", "reduce_scatter padding");
     copy_batch(padding);
   }
-  return {group->reduce_scatter_tensor_coalesced(outs, ins, op), Tensor(), output, std::move(ins)};
+  return {group->reduce_scatter_tensor_coalesced(outs, ins, op), std::move(ins), output};
 }
 
 Tensor FlatCollectives::shard_rows(const Tensor& flat, size_t i) const {

@@ -39,9 +39,8 @@ namespace dtr::fsdp {
 // A collective issued and not yet waited for, with the buffers it reads and writes.
 struct PendingCollective {
   mesh::WorkPtr work;
-  Tensor input;
+  std::vector<Tensor> inputs;  // what it reads, kept until it completes
   Tensor output;  // undefined when the all-gather wrote the unsharded buffers themselves
-  std::vector<Tensor> inputs;  // what a direct form reads, kept until it completes
 };
 
 class FlatCollectives {

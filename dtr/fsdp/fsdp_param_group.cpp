@@ -139,7 +139,7 @@ std::vector<uint64_t> FSDPParamGroup::shard_versions() const {
 void FSDPParamGroup::reshard(const mesh::ProcessGroupPtr& keep_piece_for) {
   if (all_gather_.work) {  // a prefetch nobody used: finish the collective, drop it
     all_gather_.work->wait();
-    if (!all_gather_.output.defined() && !unsharded_) {
+    if (!all_gather_.output.defined()) {
       for (auto& p : params_) p->release_unsharded();  // it gathered into them
     }
     all_gather_ = {};

@@ -68,9 +68,10 @@ CollectiveCall describe_coalesced_call(CollectiveKind kind, int64_t sequence, co
 std::string to_string(const CollectiveCall& call);
 
 // Whether the calls of all ranks agree: same op, sequence number, dtype, reduce op
-// and root, the number and sizes of coalesced tensors, and the shapes the op needs to match (all of them, except the inputs
-// and outputs of an all_to_all with explicit splits). Returns an empty string when
-// they agree, else a message listing every rank's call.
+// and root, the number and sizes of coalesced tensors, and the shapes the op needs
+// to match (all of them, except the inputs and outputs of an all_to_all with
+// explicit splits). Returns an empty string when they agree, else a message
+// listing every rank's call.
 std::string find_desync(const std::vector<CollectiveCall>& calls_by_rank);
 
 }  // namespace dtr::mesh

@@ -174,6 +174,16 @@ std::vector<Tensor> ProcessGroup::check_coalesced(const std::vector<Tensor>& out
   return inputs;
 }
 
+namespace {
+
+int64_t nbytes_of(const std::vector<Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
+}  // namespace
+
 WorkPtr ProcessGroup::issue_each_coalesced(size_t pairs, const std::function<WorkPtr(size_t)>& issue_one,
                                            const CollectiveCall& call) {
   bool already = false;
@@ -209,9 +219,8 @@ WorkPtr ProcessGroup::all_gather_into_tensor_coalesced(const std::vector<Tensor>
   profiler::Span span("comm", "all_gather");
   constexpr std::string_view op = "all_gather_into_tensor_coalesced";
   std::vector<Tensor> inputs = check_coalesced(outs, ins, /*gather=*/true, op);
-  int64_t bytes = 0;
-  for (const Tensor& t : inputs) bytes += static_cast<int64_t>(t.nbytes());
-  auto call = begin_collective(span, describe_coalesced_call(CollectiveKind::all_gather, 0, inputs, outs), bytes);
+  auto call = begin_collective(span, describe_coalesced_call(CollectiveKind::all_gather, 0, inputs, outs),
+                               nbytes_of(inputs));
   return finish_issue(do_all_gather_coalesced(outs, inputs, call), call, span);
 }
 
@@ -221,10 +230,8 @@ WorkPtr ProcessGroup::reduce_scatter_tensor_coalesced(const std::vector<Tensor>&
   constexpr std::string_view name = "reduce_scatter_tensor_coalesced";
   std::vector<Tensor> inputs = check_coalesced(outs, ins, /*gather=*/false, name);
   check_reduce_op(op, inputs.front().dtype(), name);
-  int64_t bytes = 0;
-  for (const Tensor& t : inputs) bytes += static_cast<int64_t>(t.nbytes());
-  auto call =
-      begin_collective(span, describe_coalesced_call(CollectiveKind::reduce_scatter, 0, inputs, outs, op), bytes);
+  auto call = begin_collective(span, describe_coalesced_call(CollectiveKind::reduce_scatter, 0, inputs, outs, op),
+                               nbytes_of(inputs));
   return finish_issue(do_reduce_scatter_coalesced(outs, inputs, op, call), call, span);
 }
 

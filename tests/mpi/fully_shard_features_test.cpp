@@ -27,6 +27,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <optional>
 
 using namespace dtr;
@@ -163,22 +164,30 @@ class CachedHandles : public nn::Module {
 
 }  // namespace
 
-TEST_CASE("a module that keeps its Parameter handles in members trains under fully_shard like one process") {
-  CachedHandles reference, model;
-  fsdp::fully_shard(model);
+namespace {
+
+struct Losses {
+  std::vector<double> reference, sharded;  // the sharded model's averaged over the ranks
+};
+
+// Six AdamW steps of `reference` on the global batch and of the fully_shard-ed
+// `model` on this rank's rows, side by side; `before_step(step)` runs first at each.
+Losses train_side_by_side(CachedHandles& reference, CachedHandles& model,
+                          const std::function<void(int)>& before_step = {}) {
   nn::optim::AdamW ref_opt(reference.parameters(), {.lr = 0.05});
   nn::optim::AdamW opt(model.parameters(), {.lr = 0.05});
   const int64_t global = 12;
   auto [begin, end] = my_rows(global);
-  std::vector<double> ref_losses, losses;
+  Losses losses;
   for (int step = 0; step < 6; ++step) {
+    if (before_step) before_step(step);
     auto [x, y] = regression_batch(global, step);
     Tensor ref_diff = sub(reference(x), y);
     Tensor ref_loss = mean(mul(ref_diff, ref_diff));
     ref_loss.backward();
     ref_opt.step();
     ref_opt.zero_grad();
-    ref_losses.push_back(ref_loss.item());
+    losses.reference.push_back(ref_loss.item());
     Tensor xr = x.narrow(0, begin, end - begin), yr = y.narrow(0, begin, end - begin);
     Tensor diff = sub(model(xr), yr);
     Tensor loss = mean(mul(diff, diff));
@@ -187,10 +196,21 @@ TEST_CASE("a module that keeps its Parameter handles in members trains under ful
     opt.zero_grad();
     Tensor total = loss.detach().clone();  // the global mean: ranks hold equal row counts
     distributed::world_group()->all_reduce(total, mesh::ReduceOp::avg())->wait();
-    losses.push_back(total.item());
+    losses.sharded.push_back(total.item());
   }
-  REQUIRE(ref_losses.back() < 0.8 * ref_losses.front());  // the reference learns
-  for (size_t i = 0; i < losses.size(); ++i) REQUIRE(losses[i] == Approx(ref_losses[i]).epsilon(1e-12));
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("a module that keeps its Parameter handles in members trains under fully_shard like one process") {
+  CachedHandles reference, model;
+  fsdp::fully_shard(model);
+  const Losses losses = train_side_by_side(reference, model);
+  REQUIRE(losses.reference.back() < 0.8 * losses.reference.front());  // the reference learns
+  for (size_t i = 0; i < losses.sharded.size(); ++i) {
+    REQUIRE(losses.sharded[i] == Approx(losses.reference[i]).epsilon(1e-12));
+  }
   require_full_parameters_equal(model, reference);
 }
 
@@ -199,28 +219,14 @@ TEST_CASE("shards replaced mid-training (to_empty, then a load) are what the nex
   // the slots to the new tensors; CachedHandles' 5 rows pad at 2-4 ranks.
   CachedHandles reference, model;
   fsdp::fully_shard(model);
-  nn::optim::AdamW ref_opt(reference.parameters(), {.lr = 0.05});
-  nn::optim::AdamW opt(model.parameters(), {.lr = 0.05});
-  const int64_t global = 12;
-  auto [begin, end] = my_rows(global);
-  for (int step = 0; step < 6; ++step) {
-    if (step == 3) {  // new shard tensors with the same values
-      const auto saved = fsdp::get_sharded_state_dict(model);
-      const Tensor before = model.parameters().front().data();
-      model.to_empty(Device::cpu());
-      if (before.numel() > 0) CHECK_FALSE(model.parameters().front().data().storage().is_same(before.storage()));
-      fsdp::load_sharded_state_dict(model, saved);
-    }
-    auto [x, y] = regression_batch(global, step);
-    Tensor ref_diff = sub(reference(x), y);
-    mean(mul(ref_diff, ref_diff)).backward();
-    ref_opt.step();
-    ref_opt.zero_grad();
-    Tensor diff = sub(model(x.narrow(0, begin, end - begin)), y.narrow(0, begin, end - begin));
-    mean(mul(diff, diff)).backward();
-    opt.step();
-    opt.zero_grad();
-  }
+  train_side_by_side(reference, model, [&](int step) {
+    if (step != 3) return;
+    const auto saved = fsdp::get_sharded_state_dict(model);  // new shard tensors with the same values
+    const Tensor before = model.parameters().front().data();
+    model.to_empty(Device::cpu());
+    if (before.numel() > 0) CHECK_FALSE(model.parameters().front().data().storage().is_same(before.storage()));
+    fsdp::load_sharded_state_dict(model, saved);
+  });
   require_full_parameters_equal(model, reference);
 }
 

@@ -152,6 +152,13 @@ struct AllToAllW {
   char send_anchor = 0, recv_anchor = 0;
 };
 
+// Where rank r's block of each tensor starts, in elements: r * its count.
+std::vector<int64_t> rank_offsets(const std::vector<int>& counts, int r) {
+  std::vector<int64_t> offsets(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) offsets[i] = int64_t{r} * counts[i];
+  return offsets;
+}
+
 // Frees the types an AllToAllW made when the issuing scope ends, issued or not.
 struct FreeCreatedTypes {
   AllToAllW& args;
@@ -281,12 +288,10 @@ WorkPtr MpiProcessGroup::do_all_gather_coalesced(const std::vector<Tensor>& outs
   return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
     const FreeCreatedTypes free_types{*args};
     const MPI_Datatype mine =
-        args->blocks(&args->send_anchor, in_bases, std::vector<int64_t>(n, 0), counts, type, element);
+        args->blocks(&args->send_anchor, in_bases, rank_offsets(counts, 0), counts, type, element);
     for (int r = 0; r < size(); ++r) {
-      std::vector<int64_t> offsets(n);
-      for (size_t i = 0; i < n; ++i) offsets[i] = int64_t{r} * counts[i];
       args->send_types[r] = mine;
-      args->recv_types[r] = args->blocks(&args->recv_anchor, out_bases, offsets, counts, type, element);
+      args->recv_types[r] = args->blocks(&args->recv_anchor, out_bases, rank_offsets(counts, r), counts, type, element);
     }
     requests.emplace_back();
     DTR_MPI_CHECK(args->issue(comm_, &requests.back()));
@@ -327,9 +332,8 @@ WorkPtr MpiProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& 
       [=, this](std::vector<MPI_Request>& requests) {
         const FreeCreatedTypes free_types{*args};
         for (int r = 0; r < size(); ++r) {
-          std::vector<int64_t> offsets(n);
-          for (size_t i = 0; i < n; ++i) offsets[i] = int64_t{r} * counts[i];
-          args->send_types[r] = args->blocks(&args->send_anchor, in_bases, offsets, counts, type, element);
+          args->send_types[r] =
+              args->blocks(&args->send_anchor, in_bases, rank_offsets(counts, r), counts, type, element);
           args->recv_types[r] =
               args->blocks(&args->recv_anchor, {chunks}, {int64_t{r} * chunk_numel}, {chunk_count}, type, element);
         }
