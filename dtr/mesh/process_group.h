@@ -54,11 +54,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Coalesced: for every i, outs[i] = every rank's ins[i] as all_gather_into_tensor
   // gives it, and for reduce_scatter, outs[i] = chunk `rank` of the reduction of every
   // rank's ins[i]; one collective and one Work for all pairs, which must share a
-  // dtype and device. The MPI backend moves CPU tensors in one call with no flat
-  // buffer to copy into or out of: an all-gather straight between the caller's
-  // tensors, a reduce-scatter within a node from the inputs into one scratch
-  // buffer that it sums into the outputs. Other cases issue one collective per
-  // pair, coalesced.
+  // dtype and device. The MPI backend moves CPU tensors with no flat buffer to
+  // copy into or out of, as one message per tensor and peer: an all-gather
+  // straight between the caller's tensors, a reduce-scatter within a node from
+  // the inputs into one scratch buffer that it sums into the outputs. Other cases
+  // issue one collective per pair, coalesced.
   WorkPtr all_gather_into_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins);
   WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
                                           ReduceOp op = ReduceOp::sum());
@@ -74,9 +74,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr barrier();
   // Point to point; dst/src are ranks of this group. Not part of the collective
   // sequence and not checked by DTR_DEBUG_COLLECTIVES.
-  // Tags are in [0, kMaxTag]; kMaxTag + 1 is reserved for the DTR_DEBUG_COLLECTIVES
-  // exchange (32767 is the largest tag every MPI accepts).
-  static constexpr int kMaxTag = 32766;
+  // Tags are in [0, kMaxTag]; the two above it are the backends' own (the MPI
+  // backend's coalesced collectives and DTR_DEBUG_COLLECTIVES exchange; 32767 is
+  // the largest tag every MPI accepts).
+  static constexpr int kMaxTag = 32765;
   WorkPtr send(const Tensor& t, int dst, int tag = 0);
   WorkPtr recv(const Tensor& t, int src, int tag = 0);
 

@@ -138,6 +138,56 @@ TEST_CASE("reduce_scatter_tensor_coalesced gives each rank its chunk of every pa
   }
 }
 
+TEST_CASE("coalesced collectives in flight together, and a send at the largest tag, keep their data apart") {
+  // Same shapes, different values: messages matched to the wrong collective would
+  // swap them. 512 KiB pairs move after the calls return (past MPI's eager size).
+  auto pg = world();
+  const int size = pg->size();
+  const int next = (pg->rank() + 1) % size;
+  const int prev = (pg->rank() + size - 1) % size;
+  const std::vector<int64_t> lengths = {128 * 1024, 3, 64 * 1024};
+  auto inputs = [&](double scale, int64_t per_rank) {
+    std::vector<Tensor> ins;
+    for (int64_t n : lengths) {
+      std::vector<double> v = contributions(pg->rank(), n * per_rank);
+      for (double& x : v) x *= scale;
+      ins.push_back(tensor_of(v, DType::f32));
+    }
+    return ins;
+  };
+  auto outputs = [&](int64_t per_rank) {
+    std::vector<Tensor> outs;
+    for (int64_t n : lengths) outs.push_back(empty({n * per_rank}));
+    return outs;
+  };
+  const std::vector<Tensor> gather_a = inputs(1, 1), gather_b = inputs(-2, 1), scatter = inputs(3, size);
+  const std::vector<Tensor> gathered_a = outputs(size), gathered_b = outputs(size), scattered = outputs(1);
+  Tensor sent = tensor_of(contributions(pg->rank(), 4), DType::f32);
+  Tensor received = empty({4});
+  auto recv = pg->recv(received, prev, mesh::ProcessGroup::kMaxTag);
+  mesh::WorkPtr works[] = {pg->all_gather_into_tensor_coalesced(gathered_a, gather_a),
+                           pg->reduce_scatter_tensor_coalesced(scattered, scatter, ReduceOp::sum()),
+                           pg->all_gather_into_tensor_coalesced(gathered_b, gather_b),
+                           pg->send(sent, next, mesh::ProcessGroup::kMaxTag)};
+  for (int k = 3; k >= 0; --k) works[k]->wait();
+  recv->wait();
+  REQUIRE(values_of(received) == contributions(prev, 4));
+  for (size_t k = 0; k < lengths.size(); ++k) {
+    INFO("pair " << k);
+    const int64_t n = lengths[k];
+    const auto a = values_of(gathered_a[k]), b = values_of(gathered_b[k]), s = values_of(scattered[k]);
+    for (int r = 0; r < size; ++r) {
+      for (int64_t i = 0; i < n; i += 97) {
+        REQUIRE(a[r * n + i] == contribution(r, i));
+        REQUIRE(b[r * n + i] == -2 * contribution(r, i));
+      }
+    }
+    for (int64_t i = 0; i < n; i += 97) {
+      REQUIRE(s[i] == 3 * reduce_expected(ReduceOp::sum(), pg->rank() * n + i, size, DType::f32));
+    }
+  }
+}
+
 TEST_CASE("coalesced collectives reject mismatched pairs, naming the pair") {
   auto pg = world();
   const int size = pg->size();

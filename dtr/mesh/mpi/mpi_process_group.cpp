@@ -74,17 +74,20 @@ WorkPtr launch(const std::string& description, HostStaging staging,
 }
 
 // Where one output of a reduce-scatter goes: `count` elements at `offset` in each
-// rank's chunks.
+// rank's chunks. `own`, when set, is this rank's contribution where it lies (its
+// rows of the caller's input), read in place of its own chunk.
 struct ChunkSlice {
   void* out;
   int64_t offset;
   int64_t count;
+  const void* own = nullptr;
 };
 
 // Combines every rank's chunks (`size` back to back, `chunk_numel` elements each)
 // into the slices' outputs, in rank order: contributions scaled first for
-// premul_sum, the sum divided last for avg.
-void combine_chunks(char* chunks, int64_t chunk_numel, DType dtype, ReduceOp op, int size,
+// premul_sum (which needs every contribution in `chunks`, to scale in place), the
+// sum divided last for avg.
+void combine_chunks(char* chunks, int64_t chunk_numel, DType dtype, ReduceOp op, int size, int rank,
                     const std::vector<ChunkSlice>& slices) {
   const size_t element = element_size(dtype);
   const size_t bytes = static_cast<size_t>(chunk_numel) * element;
@@ -96,8 +99,11 @@ void combine_chunks(char* chunks, int64_t chunk_numel, DType dtype, ReduceOp op,
   for (const ChunkSlice& slice : slices) {
     if (slice.count == 0) continue;
     const size_t offset = static_cast<size_t>(slice.offset) * element;
-    std::memcpy(slice.out, chunk(0) + offset, static_cast<size_t>(slice.count) * element);
-    for (int r = 1; r < size; ++r) combine_in_place(slice.out, chunk(r) + offset, slice.count, dtype, op.kind);
+    auto contribution = [&](int r) -> const void* {
+      return r == rank && slice.own != nullptr ? slice.own : chunk(r) + offset;
+    };
+    std::memcpy(slice.out, contribution(0), static_cast<size_t>(slice.count) * element);
+    for (int r = 1; r < size; ++r) combine_in_place(slice.out, contribution(r), slice.count, dtype, op.kind);
     if (op.kind == ReduceOp::Kind::avg) divide_in_place(slice.out, slice.count, dtype, size);
   }
 }
@@ -106,64 +112,47 @@ bool all_on_cpu(const std::vector<Tensor>& tensors) {
   return std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.device().is_cpu(); });
 }
 
-// The arguments of one MPI_Ialltoallw over derived datatypes, one of each type per
-// peer, which must stay as they are until it completes. Each type addresses its
-// tensors relative to one of two anchors here, which are the call's buffers
-// (MPI_BOTTOM for both would read as in-place to Open MPI before 4.1.3).
-struct AllToAllW {
-  explicit AllToAllW(int size)
-      : counts(size, 1), displs(size, 0), send_types(size, MPI_DATATYPE_NULL), recv_types(size, MPI_DATATYPE_NULL) {}
+// The tag of the coalesced collectives' messages: above the user's tags, so that
+// they match only each other, in the order the ranks issue them (MPI keeps the
+// order of messages between two ranks with one tag).
+constexpr int kCoalescedTag = ProcessGroup::kMaxTag + 1;
 
-  // A committed type of one block per tensor: `counts[i]` elements of `type` at
-  // `bases[i] + offsets[i]` elements, relative to `anchor`. Freed by free_created().
-  MPI_Datatype blocks(const char* anchor, const std::vector<char*>& bases, const std::vector<int64_t>& offsets,
-                      const std::vector<int>& block_counts, MPI_Datatype type, size_t element_size) {
-    MPI_Aint origin;
-    DTR_MPI_CHECK(MPI_Get_address(anchor, &origin));
-    std::vector<MPI_Aint> displacements(bases.size());
-    for (size_t i = 0; i < bases.size(); ++i) {
-      MPI_Aint address;
-      DTR_MPI_CHECK(MPI_Get_address(bases[i] + offsets[i] * static_cast<int64_t>(element_size), &address));
-      displacements[i] = MPI_Aint_diff(address, origin);
+// One contiguous block of a coalesced collective's exchange with one peer.
+struct Block {
+  void* data;
+  int count;
+};
+
+// Posts the messages of a coalesced collective: from every other rank r, a receive
+// into each of `recv_block(r, i)`, then to every other rank, a send of each of
+// `send_block(r, i)`, for the pairs i < n (empty blocks are skipped on both sides).
+// Each block is one contiguous message, so that Open MPI moves it in a single
+// copy (within a node, the receiver reads the sender's memory) and a few polls,
+// where a derived datatype would make it pack and unpack fragments that need a
+// poll each. Peers are visited from the next rank on, so no rank is every rank's
+// first.
+template <class RecvBlock, class SendBlock>
+void post_blocks(MPI_Comm comm, int size, int rank, size_t n, MPI_Datatype type, RecvBlock recv_block,
+                 SendBlock send_block, std::vector<MPI_Request>& requests) {
+  for (int step = 1; step < size; ++step) {
+    const int r = (rank + size - step) % size;
+    for (size_t i = 0; i < n; ++i) {
+      const Block b = recv_block(r, i);
+      if (b.count == 0) continue;
+      requests.emplace_back();
+      DTR_MPI_CHECK(MPI_Irecv(b.data, b.count, type, r, kCoalescedTag, comm, &requests.back()));
     }
-    MPI_Datatype made;
-    DTR_MPI_CHECK(MPI_Type_create_hindexed(static_cast<int>(bases.size()), block_counts.data(),
-                                           displacements.data(), type, &made));
-    created.push_back(made);
-    DTR_MPI_CHECK(MPI_Type_commit(&made));
-    return made;
   }
-
-  int issue(MPI_Comm comm, MPI_Request* request) {
-    return MPI_Ialltoallw(&send_anchor, counts.data(), displs.data(), send_types.data(), &recv_anchor, counts.data(),
-                          displs.data(), recv_types.data(), comm, request);
+  for (int step = 1; step < size; ++step) {
+    const int r = (rank + step) % size;
+    for (size_t i = 0; i < n; ++i) {
+      const Block b = send_block(r, i);
+      if (b.count == 0) continue;
+      requests.emplace_back();
+      DTR_MPI_CHECK(MPI_Isend(b.data, b.count, type, r, kCoalescedTag, comm, &requests.back()));
+    }
   }
-
-  // Frees the types made, once the call is issued (MPI keeps them while it is
-  // pending) or failed; the per-peer arrays are left as they are.
-  void free_created() {
-    for (MPI_Datatype& t : created) MPI_Type_free(&t);
-    created.clear();
-  }
-
-  std::vector<int> counts, displs;
-  std::vector<MPI_Datatype> send_types, recv_types;
-  std::vector<MPI_Datatype> created;
-  char send_anchor = 0, recv_anchor = 0;
-};
-
-// Where rank r's block of each tensor starts, in elements: r * its count.
-std::vector<int64_t> rank_offsets(const std::vector<int>& counts, int r) {
-  std::vector<int64_t> offsets(counts.size());
-  for (size_t i = 0; i < counts.size(); ++i) offsets[i] = int64_t{r} * counts[i];
-  return offsets;
 }
-
-// Frees the types an AllToAllW made when the issuing scope ends, issued or not.
-struct FreeCreatedTypes {
-  AllToAllW& args;
-  ~FreeCreatedTypes() { args.free_created(); }
-};
 
 }  // namespace
 
@@ -253,8 +242,8 @@ WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, 
   // rank's chunk for it and combines them itself.
   void* recv = staging.output(out, /*in_place=*/false);
   char* chunks = static_cast<char*>(staging.scratch(in.nbytes()));
-  auto combine = [recv, chunks, op, n = out.numel(), dtype = out.dtype(), size = size()] {
-    combine_chunks(chunks, n, dtype, op, size, {{recv, 0, n}});
+  auto combine = [recv, chunks, op, n = out.numel(), dtype = out.dtype(), size = size(), me = rank()] {
+    combine_chunks(chunks, n, dtype, op, size, me, {{recv, 0, n}});
   };
   return launch(
       description, std::move(staging),
@@ -265,14 +254,15 @@ WorkPtr MpiProcessGroup::do_reduce_scatter(const Tensor& out, const Tensor& in, 
       std::move(combine));
 }
 
-// One MPI_Ialltoallw: every rank sends its inputs (one block each, where they are)
-// to every rank, and receives rank r's into block r of each output, so nothing is
-// copied into or out of a flat buffer.
+// Every rank sends each input, as one message, to every other rank, which receives
+// it into its place in the output; the rank's own block is copied in place. Nothing
+// is copied into or out of a flat buffer.
 WorkPtr MpiProcessGroup::do_all_gather_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
                                                  const CollectiveCall& call) {
   if (!all_on_cpu(ins)) return ProcessGroup::do_all_gather_coalesced(outs, ins, call);
   const std::string description = describe(call);
   const size_t n = ins.size();
+  const size_t element = element_size(ins.front().dtype());
   HostStaging staging;
   std::vector<char*> in_bases(n), out_bases(n);
   std::vector<int> counts(n);
@@ -281,26 +271,24 @@ WorkPtr MpiProcessGroup::do_all_gather_coalesced(const std::vector<Tensor>& outs
     out_bases[i] = static_cast<char*>(staging.output(outs[i], /*in_place=*/false));
     counts[i] = mpi_count(ins[i].numel(), description);
   }
+  auto block_of = [=](int r, size_t i) {
+    return Block{out_bases[i] + static_cast<size_t>(r) * counts[i] * element, counts[i]};
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (counts[i] > 0) std::memcpy(block_of(rank(), i).data, in_bases[i], static_cast<size_t>(counts[i]) * element);
+  }
   const MPI_Datatype type = mpi_datatype(ins.front().dtype());
-  const size_t element = element_size(ins.front().dtype());
-  auto args = std::make_shared<AllToAllW>(size());
-  staging.keep(args);
   return launch(description, std::move(staging), [=, this](std::vector<MPI_Request>& requests) {
-    const FreeCreatedTypes free_types{*args};
-    const MPI_Datatype mine =
-        args->blocks(&args->send_anchor, in_bases, rank_offsets(counts, 0), counts, type, element);
-    for (int r = 0; r < size(); ++r) {
-      args->send_types[r] = mine;
-      args->recv_types[r] = args->blocks(&args->recv_anchor, out_bases, rank_offsets(counts, r), counts, type, element);
-    }
-    requests.emplace_back();
-    DTR_MPI_CHECK(args->issue(comm_, &requests.back()));
+    post_blocks(
+        comm_, size(), rank(), n, type, block_of, [&](int, size_t i) { return Block{in_bases[i], counts[i]}; },
+        requests);
   });
 }
 
-// Within a node, as do_reduce_scatter: one MPI_Ialltoallw sends rank r its chunk of
-// every input (one block each, where they are) and receives every rank's chunks for
-// this rank back to back, which are then combined into the outputs.
+// Within a node, as do_reduce_scatter: every rank sends rank r, as one message per
+// input, its chunk of that input, and receives every rank's chunks for this rank
+// back to back into one scratch buffer, which is then combined (with this rank's
+// own chunks read where they lie) into the outputs.
 WorkPtr MpiProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
                                                      ReduceOp op, const CollectiveCall& call) {
   if (!all_on_cpu(ins) || size() == 1 || !one_node_) {
@@ -310,6 +298,7 @@ WorkPtr MpiProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& 
   const size_t n = ins.size();
   const DType dtype = ins.front().dtype();
   const size_t element = element_size(dtype);
+  const int me = rank();
   HostStaging staging;
   std::vector<char*> in_bases(n);
   std::vector<int> counts(n);
@@ -321,24 +310,26 @@ WorkPtr MpiProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& 
     slices[i] = {staging.output(outs[i], /*in_place=*/false), chunk_numel, outs[i].numel()};
     chunk_numel += outs[i].numel();
   }
-  const int chunk_count = mpi_count(chunk_numel, description);
-  const MPI_Datatype type = mpi_datatype(dtype);
-  auto args = std::make_shared<AllToAllW>(size());
   char* chunks = static_cast<char*>(staging.scratch(static_cast<size_t>(size() * chunk_numel) * element));
-  staging.keep(args);
-  auto combine = [=, size = size()] { combine_chunks(chunks, chunk_numel, dtype, op, size, slices); };
+  auto rows_of = [=](int r, size_t i) {
+    return Block{in_bases[i] + static_cast<size_t>(r) * counts[i] * element, counts[i]};
+  };
+  auto chunk_of = [=](int r, size_t i) {
+    return Block{chunks + static_cast<size_t>(r * chunk_numel + slices[i].offset) * element, counts[i]};
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (op.kind != ReduceOp::Kind::premul_sum) {
+      slices[i].own = rows_of(me, i).data;
+    } else if (counts[i] > 0) {  // scaled in place with the others, so copied out of the input
+      std::memcpy(chunk_of(me, i).data, rows_of(me, i).data, static_cast<size_t>(counts[i]) * element);
+    }
+  }
+  const MPI_Datatype type = mpi_datatype(dtype);
+  auto combine = [=, size = size()] { combine_chunks(chunks, chunk_numel, dtype, op, size, me, slices); };
   return launch(
       description, std::move(staging),
       [=, this](std::vector<MPI_Request>& requests) {
-        const FreeCreatedTypes free_types{*args};
-        for (int r = 0; r < size(); ++r) {
-          args->send_types[r] =
-              args->blocks(&args->send_anchor, in_bases, rank_offsets(counts, r), counts, type, element);
-          args->recv_types[r] =
-              args->blocks(&args->recv_anchor, {chunks}, {int64_t{r} * chunk_numel}, {chunk_count}, type, element);
-        }
-        requests.emplace_back();
-        DTR_MPI_CHECK(args->issue(comm_, &requests.back()));
+        post_blocks(comm_, size(), me, n, type, chunk_of, rows_of, requests);
       },
       std::move(combine));
 }

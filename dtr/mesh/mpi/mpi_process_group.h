@@ -1,6 +1,7 @@
 // MpiProcessGroup: the ProcessGroup backend over Open MPI. Collectives are MPI's
 // non-blocking calls (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce,
-// MPI_Ibcast, MPI_Ialltoall[v], MPI_Ibarrier, MPI_Isend/Irecv) on a communicator
+// MPI_Ibcast, MPI_Ialltoall[v], MPI_Ibarrier, MPI_Isend/Irecv; the coalesced
+// collectives of CPU tensors as MPI_Isend/Irecv of each tensor) on a communicator
 // of the group's own, advanced by the progress engine (mpi_progress.h) while the
 // caller computes. CPU tensors are used in place; CUDA tensors are staged through
 // pinned host memory (host_staging.h).
