@@ -233,7 +233,11 @@ double worst_share(int64_t size, int64_t quantum, int threads) {
   return static_cast<double>(std::min(size, per_chunk * quantum)) / static_cast<double>(size);
 }
 
-// One GEMM over all threads: cut along rows or columns of C, whichever balances better.
+// One GEMM over all threads: cut along rows or columns of C, whichever balances
+// better. Each thread packs all of the operand that is not cut (all of op(B) when
+// cutting rows, all of op(A) when cutting columns), so when both balance alike the
+// cut goes across the larger operand: with n > m (a linear layer's forward on a few
+// hundred tokens) cutting rows would have every thread pack the whole weight.
 template <class T>
 void run_split(const Problem<T>& p) {
   const int threads = num_threads();
@@ -243,8 +247,10 @@ void run_split(const Problem<T>& p) {
     run_serial(p);
     return;
   }
-  const bool by_rows = row_units >= 2 && worst_share(p.m, kRowQuantum<T>, threads) <=
-                                             worst_share(p.n, kColQuantum<T>, threads);
+  const double row_share = worst_share(p.m, kRowQuantum<T>, threads);
+  const double col_share = worst_share(p.n, kColQuantum<T>, threads);
+  const bool by_rows = row_units >= 2 && (col_units < 2 || row_share < col_share ||
+                                          (row_share == col_share && p.m >= p.n));
   if (by_rows) {
     parallel_for(0, row_units, 1, [&](int64_t lo, int64_t hi) {
       run_serial(p.rows(lo * kRowQuantum<T>, std::min(p.m, hi * kRowQuantum<T>)));
