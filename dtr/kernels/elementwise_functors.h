@@ -6,12 +6,17 @@
 // Functors take and return values in the type math runs in (opmath_t: float for
 // bf16/f16, the element type otherwise); the kernels load, apply and round once
 // on store. Transcendentals call the C library on the host and libdevice on the
-// GPU (results agree within the few ulps dtr/kernels/cuda/elementwise.h states).
+// GPU (results agree within the few ulps dtr/kernels/cuda/elementwise.h states),
+// except the f32 exp of tanh-GELU on the host: exp_arith (exp_arith.h), which
+// lets its loops vectorize.
 // This header is fmt-free so that .cu files can include it.
 #pragma once
 
 #include "dtr/kernels/elementwise_ops.h"
 #include "dtr/kernels/scalar_types.h"
+#if !defined(__CUDA_ARCH__)
+#include "dtr/kernels/exp_arith.h"
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -83,6 +88,16 @@ DTR_EW_MATH(erfc_, erfcf, erfc)
 DTR_EW_MATH(fabs_, fabsf, fabs)
 #undef DTR_EW_MATH
 
+// exp_, but for f32 on the host arithmetic that vectorizes (exp_arith.h); for the
+// hot activations whose loops would otherwise stop at a library call per element.
+template <class C>
+DTR_HOST_DEVICE DTR_FORCE_INLINE C vector_exp_(C x) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<C, float>) return exp_arith(x);
+#endif
+  return exp_(x);
+}
+
 #if defined(__CUDA_ARCH__)
 DTR_HOST_DEVICE inline float pow_(float x, float y) { return ::powf(x, y); }
 DTR_HOST_DEVICE inline double pow_(double x, double y) { return ::pow(x, y); }
@@ -106,14 +121,15 @@ DTR_HOST_DEVICE C stable_sigmoid(C x) {
   return x >= C(0) ? C(1) / (C(1) + e) : e / (C(1) + e);
 }
 
-// {sigmoid(z), sigmoid(-z)} from one exp: each exactly as stable_sigmoid gives it.
+// {sigmoid(z), sigmoid(-z)} from one exp: each exactly as stable_sigmoid gives it
+// (with kVectorExp, from vector_exp_ instead of exp_).
 template <class C>
 struct SigmoidPair {
   C pos, neg;
 };
-template <class C>
-DTR_HOST_DEVICE SigmoidPair<C> stable_sigmoid_pair(C z) {
-  const C e = exp_(-fabs_(z));
+template <bool kVectorExp = false, class C>
+DTR_HOST_DEVICE DTR_FORCE_INLINE SigmoidPair<C> stable_sigmoid_pair(C z) {
+  const C e = kVectorExp ? vector_exp_(-fabs_(z)) : exp_(-fabs_(z));
   const C big = C(1) / (C(1) + e), small = e / (C(1) + e);
   return z >= C(0) ? SigmoidPair<C>{big, small} : SigmoidPair<C>{small, big};
 }
@@ -195,11 +211,11 @@ struct Silu {
 // instead of NaN once exp overflows.
 struct GeluTanh {
   template <class C>
-  DTR_HOST_DEVICE C operator()(C x) const {
+  DTR_HOST_DEVICE DTR_FORCE_INLINE C operator()(C x) const {
     const C k0 = C(0.7978845608028654);  // sqrt(2 / pi)
     const C k1 = C(0.044715);
     const C u = k0 * (x + k1 * x * x * x);
-    return x / (C(1) + exp_(C(-2) * u));
+    return x / (C(1) + vector_exp_(C(-2) * u));
   }
 };
 // 0.5 * (1 + erf(x / sqrt2)) == 0.5 * erfc(-x / sqrt2), again without cancellation.
@@ -238,12 +254,12 @@ struct SiluGrad {  // σ(x) (1 + x (1 - σ(x)))
 // y' = s + 2k x s (1 - s) (1 + 3c x²).
 struct GeluTanhGrad {
   template <class C>
-  DTR_HOST_DEVICE C operator()(C g, C x) const {
+  DTR_HOST_DEVICE DTR_FORCE_INLINE C operator()(C g, C x) const {
     const C k = C(0.7978845608028654);  // sqrt(2 / pi)
     const C c = C(0.044715);
     const C x2 = x * x;
     const C two_u = C(2) * k * (x + c * x2 * x);
-    const SigmoidPair<C> s = stable_sigmoid_pair(two_u);  // s and 1 - s
+    const SigmoidPair<C> s = stable_sigmoid_pair<true>(two_u);  // s and 1 - s
     return g * (s.pos + C(2) * k * x * s.pos * s.neg * (C(1) + C(3) * c * x2));
   }
 };

@@ -98,18 +98,23 @@ void scale(MatrixMap<T> c, T beta) {
   }
 }
 
-// C[i, :] = act(C[i, :] + bias) for float / double, whose product is already rounded.
+// C[i, :] = act(C[i, :] + bias) for float / double, whose product is already rounded;
+// one simple loop per step, so that each vectorizes.
 template <class T>
 void apply_epilogue(const Problem<T>& p) {
   const GemmEpilogue<T>& e = p.epilogue;
   if (e.trivial()) return;
   for (int64_t i = 0; i < p.m; ++i) {
     T* c = p.c + i * p.ldc;
-    T* pre = e.pre ? e.pre + i * p.ldc : nullptr;
-    for (int64_t j = 0; j < p.n; ++j) {
-      const T v = e.bias ? c[j] + e.bias[j] : c[j];
-      if (pre) pre[j] = v;
-      c[j] = apply_gemm_activation(e.activation, v);
+    if (e.bias) {
+      for (int64_t j = 0; j < p.n; ++j) c[j] += e.bias[j];
+    }
+    if (e.activation == GemmActivation::none) continue;
+    if (e.pre) std::copy(c, c + p.n, e.pre + i * p.ldc);
+    if (e.activation == GemmActivation::gelu_tanh) {
+      for (int64_t j = 0; j < p.n; ++j) c[j] = ew::GeluTanh{}(c[j]);
+    } else {
+      for (int64_t j = 0; j < p.n; ++j) c[j] = apply_gemm_activation(e.activation, c[j]);
     }
   }
 }
