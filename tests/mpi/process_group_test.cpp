@@ -141,6 +141,14 @@ TEST_CASE("reduce_scatter_tensor_coalesced gives each rank its chunk of every pa
 TEST_CASE("coalesced collectives in flight together, and a send at the largest tag, keep their data apart") {
   // Same shapes, different values: messages matched to the wrong collective would
   // swap them. 512 KiB pairs move after the calls return (past MPI's eager size).
+  // With DTR_DEBUG_COLLECTIVES, each call's exchange also runs while the ones
+  // before it are in flight.
+  const bool debug = GENERATE(false, true);
+  INFO("DTR_DEBUG_COLLECTIVES " << debug);
+  mesh::set_debug_collectives(debug);
+  struct Off {
+    ~Off() { mesh::set_debug_collectives(false); }
+  } off;  // also when a check fails
   auto pg = world();
   const int size = pg->size();
   const int next = (pg->rank() + 1) % size;

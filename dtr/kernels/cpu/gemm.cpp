@@ -99,7 +99,8 @@ void scale(MatrixMap<T> c, T beta) {
 }
 
 // C[i, :] = act(C[i, :] + bias) for float / double, whose product is already rounded;
-// one simple loop per step, so that each vectorizes.
+// one simple loop per step, so that each vectorizes (tanh-GELU's loop of its own:
+// through apply_gemm_activation's switch, which also calls libm's erfc, it would not).
 template <class T>
 void apply_epilogue(const Problem<T>& p) {
   const GemmEpilogue<T>& e = p.epilogue;

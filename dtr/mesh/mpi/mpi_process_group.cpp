@@ -112,16 +112,24 @@ bool all_on_cpu(const std::vector<Tensor>& tensors) {
   return std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.device().is_cpu(); });
 }
 
-// The tag of the coalesced collectives' messages: above the user's tags, so that
-// they match only each other, in the order the ranks issue them (MPI keeps the
-// order of messages between two ranks with one tag).
+// The backend's own tags, above the user's: the coalesced collectives' messages
+// (which so match only each other, in the order the ranks issue them: MPI keeps
+// the order of messages between two ranks with one tag) and the
+// DTR_DEBUG_COLLECTIVES exchange of calls.
 constexpr int kCoalescedTag = ProcessGroup::kMaxTag + 1;
+constexpr int kExchangeTag = ProcessGroup::kMaxTag + 2;
+static_assert(kExchangeTag <= 32767, "32767 is the largest tag every MPI accepts");
 
 // One contiguous block of a coalesced collective's exchange with one peer.
 struct Block {
   void* data;
   int count;
 };
+
+// Rank r's block of a tensor split into equal blocks of `count` elements.
+Block rank_block(char* base, int r, int count, size_t element) {
+  return {base + static_cast<size_t>(r) * static_cast<size_t>(count) * element, count};
+}
 
 // Posts the messages of a coalesced collective: from every other rank r, a receive
 // into each of `recv_block(r, i)`, then to every other rank, a send of each of
@@ -271,9 +279,7 @@ WorkPtr MpiProcessGroup::do_all_gather_coalesced(const std::vector<Tensor>& outs
     out_bases[i] = static_cast<char*>(staging.output(outs[i], /*in_place=*/false));
     counts[i] = mpi_count(ins[i].numel(), description);
   }
-  auto block_of = [=](int r, size_t i) {
-    return Block{out_bases[i] + static_cast<size_t>(r) * counts[i] * element, counts[i]};
-  };
+  auto block_of = [=](int r, size_t i) { return rank_block(out_bases[i], r, counts[i], element); };
   for (size_t i = 0; i < n; ++i) {
     if (counts[i] > 0) std::memcpy(block_of(rank(), i).data, in_bases[i], static_cast<size_t>(counts[i]) * element);
   }
@@ -311,9 +317,7 @@ WorkPtr MpiProcessGroup::do_reduce_scatter_coalesced(const std::vector<Tensor>& 
     chunk_numel += outs[i].numel();
   }
   char* chunks = static_cast<char*>(staging.scratch(static_cast<size_t>(size() * chunk_numel) * element));
-  auto rows_of = [=](int r, size_t i) {
-    return Block{in_bases[i] + static_cast<size_t>(r) * counts[i] * element, counts[i]};
-  };
+  auto rows_of = [=](int r, size_t i) { return rank_block(in_bases[i], r, counts[i], element); };
   auto chunk_of = [=](int r, size_t i) {
     return Block{chunks + static_cast<size_t>(r * chunk_numel + slices[i].offset) * element, counts[i]};
   };
@@ -444,7 +448,6 @@ std::vector<CollectiveCall> MpiProcessGroup::exchange_calls(const CollectiveCall
 
 std::vector<CollectiveCall> MpiProcessGroup::exchange_calls_bounded(const CollectiveCall& mine,
                                                                     const std::string& what) {
-  constexpr int kExchangeTag = kMaxTag + 1;
   const int n = size(), me = rank();
   std::vector<CollectiveCall> all(n);
   all[me] = mine;
