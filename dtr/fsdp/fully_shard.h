@@ -126,7 +126,8 @@ class FSDPModule {
   const mesh::DeviceMesh& mesh() const;
   // The sharded parameters of this group, by fully qualified name within the module.
   std::vector<std::pair<std::string, DTensor>> sharded_parameters() const;
-  // Bytes of the flat all-gather buffer of this group on this rank (padding included).
+  // Elements (not bytes) of the flat all-gather buffer of this group on this rank
+  // (padding included).
   int64_t shard_numel_padded() const;
   // Read-only views (for summaries, dtr/fsdp/summary.h): the options fully_shard was
   // called with (its mesh filled in; reshard_after_forward as given, unset meaning

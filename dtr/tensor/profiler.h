@@ -4,10 +4,10 @@
 // opens in Perfetto (ui.perfetto.dev) or chrome://tracing, plus a text table of the
 // spans with the largest total time.
 //
-// Why dtensor/ (core part): mesh/ (collectives), nn/ (modules, optimizers), fsdp/
-// and examples/ all record into it, and dtensor/ core is the lowest layer all of
-// them may depend on (kernels/ is the math only). The recorder itself knows
-// nothing of tensors, ranks or communication: distributed init tells it the rank
+// Why tensor/: mesh/ (collectives), nn/ (modules, optimizers), fsdp/, dtr-train/
+// and the benches all record into it, and tensor/ lies below every layer that
+// does (kernels/ is the math only). The recorder itself knows nothing of
+// tensors, ranks or communication: distributed init tells it the rank
 // (set_rank), as it does for the log lines.
 //
 // Turning it on:

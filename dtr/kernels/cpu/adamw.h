@@ -1,7 +1,8 @@
 // Fused AdamW on the CPU: one pass over each parameter's contiguous arrays
 // (param, grad, exp_avg, exp_avg_sq) does the decoupled weight decay, both moment
 // updates and the bias-corrected step, instead of the ~10 full-array passes the
-// op-by-op AdamW (dtr/nn/optim/adamw.h) makes. Used by dtr/nn/optim/fused_adamw.h.
+// op-by-op AdamW (dtr/nn/optim/adamw.h) makes. AdamW's fused path (its default, and
+// FusedAdamW's) runs it.
 //
 // The math is the reference's, operation for operation, in T (f32 or f64): every
 // hyperparameter is first rounded to T the way the op-by-op path rounds its
@@ -24,14 +25,32 @@
 
 namespace dtr::kernels::cpu {
 
-// The hyperparameters shared by every tensor of one call (as given by the user, in double).
-struct AdamWHyper {
+// The `fused` member of hyperparameters with no choice of kernel to make.
+struct NoFusedChoice {};
+
+// Adam's and AdamW's hyperparameters, as given by the user (in double): the one
+// definition behind AdamWHyper below and the optimizers' AdamOptions and
+// AdamWOptions (dtr/nn/optim/adam.h, adamw.h), which stay aggregates, so
+// `AdamWOptions{.lr = 3e-4, .fused = false}` works. `Traits` gives the default
+// weight decay (kDefaultWeightDecay: AdamW's 0.01, Adam's 0, as in PyTorch) and
+// the type of `fused` (AdamWOptions: std::optional<bool>; else NoFusedChoice).
+template <class Traits>
+struct AdamHyperparameters {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.01;
+  double weight_decay = Traits::kDefaultWeightDecay;
+  typename Traits::Fused fused{};
 };
+
+struct AdamWHyperTraits {
+  static constexpr double kDefaultWeightDecay = 0.01;
+  using Fused = NoFusedChoice;
+};
+
+// The hyperparameters shared by every tensor of one call.
+using AdamWHyper = AdamHyperparameters<AdamWHyperTraits>;
 
 // One tensor's scalars for update `step`, rounded to T as the op-by-op AdamW rounds
 // its Scalars: decay = T(1 - lr * weight_decay), step_size = T(-lr / (1 - beta1^t)),

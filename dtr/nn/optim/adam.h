@@ -8,6 +8,7 @@
 // AdamW (dtr/nn/optim/adamw.h) shares this math with decoupled weight decay instead.
 #pragma once
 
+#include "dtr/kernels/cpu/adamw.h"
 #include "dtr/nn/optim/optimizer.h"
 
 #include <string>
@@ -15,13 +16,14 @@
 
 namespace dtr::nn::optim {
 
-struct AdamOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
+struct AdamTraits {
+  static constexpr double kDefaultWeightDecay = 0.0;
+  using Fused = kernels::cpu::NoFusedChoice;  // Adam has no fused kernel
 };
+
+// lr, beta1, beta2, eps and weight_decay (default 0), as in
+// kernels::cpu::AdamHyperparameters (dtr/kernels/cpu/adamw.h).
+using AdamOptions = kernels::cpu::AdamHyperparameters<AdamTraits>;
 
 class Adam : public Optimizer {
  public:

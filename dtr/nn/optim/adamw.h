@@ -20,18 +20,18 @@
 
 namespace dtr::nn::optim {
 
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
-  // Unset: the fused kernels whenever every parameter of the step allows it
-  // (contiguous, on the CPU or a CUDA device), else op by op. true: always fused
-  // (other parameters are refused, naming them). false: op by op, the reference
-  // the kernels are tested against.
-  std::optional<bool> fused;
+struct AdamWTraits {
+  static constexpr double kDefaultWeightDecay = 0.01;
+  // `fused` unset: the fused kernels whenever every parameter of the step allows
+  // it (contiguous, on the CPU or a CUDA device), else op by op. true: always
+  // fused (other parameters are refused, naming them). false: op by op, the
+  // reference the kernels are tested against.
+  using Fused = std::optional<bool>;
 };
+
+// lr, beta1, beta2, eps, weight_decay (default 0.01) and fused, as in
+// kernels::cpu::AdamHyperparameters (dtr/kernels/cpu/adamw.h).
+using AdamWOptions = kernels::cpu::AdamHyperparameters<AdamWTraits>;
 
 class AdamW : public Adam {
  public:
