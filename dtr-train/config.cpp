@@ -1,7 +1,9 @@
 #include "config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -55,98 +57,132 @@ class ModelFile {
 
 }  // namespace
 
-bool is_model_name(const std::string& model) {
-  return model == "tiny" || model == "small" || model == "gpt2-124m" || model == "llama-7b";
+ModelChoice parse_model(std::string_view text) {
+  if (const std::optional<ModelPreset> preset = parse_enum<ModelPreset>(text)) return {.preset = preset};
+  return {.preset = std::nullopt, .file = std::string(text)};
 }
 
-nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab) {
+std::string to_string(const ModelChoice& model) { return model.preset ? to_string(*model.preset) : model.file; }
+
+namespace {
+
+nn::TransformerConfig preset_config(ModelPreset preset, int64_t dataset_vocab) {
   nn::TransformerConfig c;
   c.style = nn::TransformerStyle::llama;
   c.vocab_size = dataset_vocab;
-  if (model == "tiny") {
-    c.dim = 128;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.max_seq_len = 64;
-  } else if (model == "small") {
-    c.dim = 256;
-    c.n_layers = 4;
-    c.n_heads = 8;
-    c.max_seq_len = 256;
-  } else if (model == "gpt2-124m") {
-    const nn::TransformerConfig g = nn::TransformerConfig::gpt2_124m();
-    c.dim = g.dim;
-    c.n_layers = g.n_layers;
-    c.n_heads = g.n_heads;
-    c.max_seq_len = g.max_seq_len;
-    c.ffn_hidden = 4 * g.dim;
-    c.vocab_size = std::max(dataset_vocab, g.vocab_size);
-  } else if (model == "llama-7b") {
-    c.dim = 4096;
-    c.n_layers = 32;
-    c.n_heads = 32;
-    c.ffn_hidden = 11008;
-    c.max_seq_len = 4096;
-    c.vocab_size = std::max<int64_t>(dataset_vocab, 32000);
-  } else {
-    std::ifstream in(model);
-    if (!in) {
-      throw std::invalid_argument(
-          fmt::format("unknown model '{}' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)", model));
+  switch (preset) {
+    case ModelPreset::tiny:
+      c.dim = 128;
+      c.n_layers = 2;
+      c.n_heads = 4;
+      c.max_seq_len = 64;
+      break;
+    case ModelPreset::small:
+      c.dim = 256;
+      c.n_layers = 4;
+      c.n_heads = 8;
+      c.max_seq_len = 256;
+      break;
+    case ModelPreset::gpt2_124m: {
+      const nn::TransformerConfig g = nn::TransformerConfig::gpt2_124m();
+      c.dim = g.dim;
+      c.n_layers = g.n_layers;
+      c.n_heads = g.n_heads;
+      c.max_seq_len = g.max_seq_len;
+      c.ffn_hidden = 4 * g.dim;
+      c.vocab_size = std::max(dataset_vocab, g.vocab_size);
+      break;
     }
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::invalid_argument(fmt::format("model file {}: not valid JSON: {}", model, e.what()));
-    }
-    if (!j.is_object()) throw std::invalid_argument(fmt::format("model file {}: expected a JSON object", model));
-    static const std::set<std::string> known = {"style",       "dim",         "n_layers",   "n_heads",
-                                                "n_kv_heads",  "ffn_hidden",  "max_seq_len", "vocab_size",
-                                                "tie_weights", "dropout",     "norm_eps",   "rope_theta"};
-    for (const auto& [key, value] : j.items()) {
-      if (!known.contains(key)) throw std::invalid_argument(fmt::format("model file {}: unknown key '{}'", model, key));
-    }
-    if (j.contains("style")) {
-      const nlohmann::json& s = j["style"];
-      if (!s.is_string() || (s != "llama" && s != "gpt2")) {
-        throw std::invalid_argument(
-            fmt::format("model file {}: 'style' must be \"llama\" or \"gpt2\", got {}", model, s.dump()));
-      }
-      c.style = s == "gpt2" ? nn::TransformerStyle::gpt2 : nn::TransformerStyle::llama;
-    }
-    const ModelFile f(j, model);
-    const double inf = std::numeric_limits<double>::infinity();
-    c.dim = f.integer("dim", 256, 1);
-    c.n_layers = f.integer("n_layers", 4, 1);
-    c.n_heads = f.integer("n_heads", 8, 1);
-    c.n_kv_heads = f.integer("n_kv_heads", 0, 0, " (0: as many as n_heads)");
-    c.ffn_hidden = f.integer("ffn_hidden", 0, 0, " (0: the style's default)");
-    c.max_seq_len = f.integer("max_seq_len", 256, 1);
-    c.vocab_size = f.integer("vocab_size", dataset_vocab, 1);
-    c.tie_weights = f.boolean("tie_weights", false);
-    c.dropout = f.real("dropout", 0.0, 0.0, false, 1.0);
-    c.norm_eps = f.real("norm_eps", 1e-5, 0.0, true, inf);
-    c.rope_theta = f.real("rope_theta", 10000.0, 0.0, true, inf);
-    if (c.vocab_size < dataset_vocab) {
-      throw std::invalid_argument(fmt::format("model file {}: vocab_size {} is smaller than the data's vocabulary {}",
-                                              model, c.vocab_size, dataset_vocab));
-    }
-    if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.dim % c.n_heads != 0 || c.max_seq_len <= 0 ||
-        c.n_kv_heads < 0 || (c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads != 0)) {
-      throw std::invalid_argument(fmt::format(
-          "model file {}: need positive dim, n_layers, n_heads, max_seq_len, dim divisible by n_heads and "
-          "n_heads by n_kv_heads (dim {}, n_layers {}, n_heads {}, n_kv_heads {}, max_seq_len {})",
-          model, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.max_seq_len));
-    }
+    case ModelPreset::llama_7b:
+      c.dim = 4096;
+      c.n_layers = 32;
+      c.n_heads = 32;
+      c.ffn_hidden = 11008;
+      c.max_seq_len = 4096;
+      c.vocab_size = std::max<int64_t>(dataset_vocab, 32000);
+      break;
   }
   return c;
+}
+
+// The JSON object of a model file, with only known keys.
+nlohmann::json read_model_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw std::invalid_argument(fmt::format("unknown model '{}' (expected {} or a JSON config file)", path,
+                                            fmt::join(EnumNames<ModelPreset>::names, ", ")));
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(fmt::format("model file {}: not valid JSON: {}", path, e.what()));
+  }
+  if (!j.is_object()) throw std::invalid_argument(fmt::format("model file {}: expected a JSON object", path));
+  static const std::set<std::string> known = {"style",       "dim",         "n_layers",   "n_heads",
+                                              "n_kv_heads",  "ffn_hidden",  "max_seq_len", "vocab_size",
+                                              "tie_weights", "dropout",     "norm_eps",   "rope_theta"};
+  for (const auto& [key, value] : j.items()) {
+    if (!known.contains(key)) throw std::invalid_argument(fmt::format("model file {}: unknown key '{}'", path, key));
+  }
+  return j;
+}
+
+nn::TransformerConfig file_config(const std::string& path, int64_t dataset_vocab) {
+  const nlohmann::json j = read_model_file(path);
+  nn::TransformerConfig c;
+  c.style = nn::TransformerStyle::llama;
+  if (j.contains("style")) {
+    const nlohmann::json& s = j["style"];
+    const std::optional<nn::TransformerStyle> style =
+        s.is_string() ? parse_enum<nn::TransformerStyle>(s.get<std::string>()) : std::nullopt;
+    if (!style) {
+      throw std::invalid_argument(
+          fmt::format("model file {}: 'style' must be \"llama\" or \"gpt2\", got {}", path, s.dump()));
+    }
+    c.style = *style;
+  }
+  const ModelFile f(j, path);
+  const double inf = std::numeric_limits<double>::infinity();
+  c.dim = f.integer("dim", 256, 1);
+  c.n_layers = f.integer("n_layers", 4, 1);
+  c.n_heads = f.integer("n_heads", 8, 1);
+  c.n_kv_heads = f.integer("n_kv_heads", 0, 0, " (0: as many as n_heads)");
+  c.ffn_hidden = f.integer("ffn_hidden", 0, 0, " (0: the style's default)");
+  c.max_seq_len = f.integer("max_seq_len", 256, 1);
+  c.vocab_size = f.integer("vocab_size", dataset_vocab, 1);
+  c.tie_weights = f.boolean("tie_weights", false);
+  c.dropout = f.real("dropout", 0.0, 0.0, false, 1.0);
+  c.norm_eps = f.real("norm_eps", 1e-5, 0.0, true, inf);
+  c.rope_theta = f.real("rope_theta", 10000.0, 0.0, true, inf);
+  if (c.vocab_size < dataset_vocab) {
+    throw std::invalid_argument(fmt::format("model file {}: vocab_size {} is smaller than the data's vocabulary {}",
+                                            path, c.vocab_size, dataset_vocab));
+  }
+  if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.dim % c.n_heads != 0 || c.max_seq_len <= 0 ||
+      c.n_kv_heads < 0 || (c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads != 0)) {
+    throw std::invalid_argument(fmt::format(
+        "model file {}: need positive dim, n_layers, n_heads, max_seq_len, dim divisible by n_heads and "
+        "n_heads by n_kv_heads (dim {}, n_layers {}, n_heads {}, n_kv_heads {}, max_seq_len {})",
+        path, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.max_seq_len));
+  }
+  return c;
+}
+
+}  // namespace
+
+nn::TransformerConfig model_config(const ModelChoice& model, int64_t dataset_vocab) {
+  return model.preset ? preset_config(*model.preset, dataset_vocab) : file_config(model.file, dataset_vocab);
+}
+
+nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab) {
+  return model_config(parse_model(model), dataset_vocab);
 }
 
 int64_t default_seq_len(const nn::TransformerConfig& model, const std::string& /*name*/) { return model.max_seq_len; }
 
 nlohmann::json to_json(const nn::TransformerConfig& m) {
-  return {{"style", m.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama"},
+  return {{"style", to_string(m.style)},
           {"vocab_size", m.vocab_size},
           {"dim", m.dim},
           {"n_layers", m.n_layers},
@@ -161,11 +197,11 @@ nlohmann::json to_json(const nn::TransformerConfig& m) {
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
-  return {{"model", c.init_from.empty() ? c.model : "(from --init-from)"},
+  return {{"model", c.init_from.empty() ? to_string(c.model) : "(from --init-from)"},
           {"init_from", c.init_from},
           {"export_hf", c.export_hf},
           {"data", c.data.empty() ? std::string("(embedded corpus: data/corpus.txt)") : c.data},
-          {"data_format", c.data_format},
+          {"data_format", to_string(c.data_format)},
           {"val_fraction", c.val_fraction},
           {"steps", c.steps},
           {"global_batch", c.global_batch},
@@ -176,20 +212,20 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"lr", c.lr},
           {"min_lr", c.min_lr},
           {"warmup", c.warmup},
-          {"schedule", c.schedule},
+          {"schedule", to_string(c.schedule)},
           {"weight_decay", c.weight_decay},
           {"grad_clip", c.grad_clip},
-          {"on_nonfinite", c.on_nonfinite},
+          {"on_nonfinite", to_string(c.on_nonfinite)},
           {"seed", c.seed},
-          {"mixed_precision", c.mixed_precision},
-          {"device", c.device},
+          {"mixed_precision", to_string(c.mixed_precision)},
+          {"device", to_string(c.device)},
           {"activation_checkpointing", c.activation_checkpointing},
           {"reshard_after_forward", c.reshard_after_forward},
           {"hsdp", c.hsdp},
           {"eval_every", c.eval_every},
           {"eval_batches", c.eval_batches},
           {"log_every", c.log_every},
-          {"progress_bar", c.progress_bar},
+          {"progress_bar", to_string(c.progress_bar)},
           {"out_dir", c.out_dir},
           {"ckpt_every", c.ckpt_every},
           {"resume", c.resume},

@@ -1,5 +1,6 @@
 // TrainConfig: everything a dtr-train run is told (flags, resolved defaults), the
-// named model shapes, and the JSON forms of both.
+// enums of the flags with a fixed set of values, the named model shapes, and the
+// JSON forms of the config and the model shape.
 //
 // Models: "tiny" (byte-level, trains in about a minute on 2 CPU ranks), "small",
 // "gpt2-124m" (the GPT-2 124M shape, Llama style unless the file says gpt2),
@@ -12,23 +13,90 @@
 //    "dropout": 0.0, "norm_eps": 1e-5, "rope_theta": 10000}
 // (every key optional; unknown keys are an error). The vocabulary is the
 // dataset's (256 for bytes, 50257 for llm.c shards) unless the file sets a larger one.
+//
+// The enums are parsed from their flags once, by parse_cli (cli.h); config.json
+// and checkpoints record them by name (to_string, enum_names.h).
 #pragma once
+
+#include "dataset.h"
+#include "enum_names.h"
 
 #include "dtr/nn/transformer.h"
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace dtr::train {
 
+// --model: the named shapes.
+enum class ModelPreset { tiny, small, gpt2_124m, llama_7b };
+template <>
+struct EnumNames<ModelPreset> {
+  static constexpr std::array<std::string_view, 4> names = {"tiny", "small", "gpt2-124m", "llama-7b"};
+};
+
+// --model as given: a named shape, or else the path of a JSON model file.
+struct ModelChoice {
+  std::optional<ModelPreset> preset = ModelPreset::tiny;
+  std::string file;  // when there is no preset
+};
+// The shape named `text`, else `text` as a file path (not checked here).
+ModelChoice parse_model(std::string_view text);
+std::string to_string(const ModelChoice& model);  // the name or the path, as given
+
+// --schedule: the learning rate after warmup.
+enum class Schedule { cosine, constant };
+template <>
+struct EnumNames<Schedule> {
+  static constexpr std::array<std::string_view, 2> names = {"cosine", "constant"};
+};
+
+// --on-nonfinite: what a step whose loss or gradient norm is not finite does.
+enum class OnNonfinite { stop, skip };
+template <>
+struct EnumNames<OnNonfinite> {
+  static constexpr std::array<std::string_view, 2> names = {"stop", "skip"};
+};
+
+// --mixed-precision: none (f32 throughout) or bf16 compute with f32 master weights and reduce.
+enum class MixedPrecision { none, bf16 };
+template <>
+struct EnumNames<MixedPrecision> {
+  static constexpr std::array<std::string_view, 2> names = {"none", "bf16"};
+};
+
+// --device: where each rank computes.
+enum class ComputeDevice { cpu, cuda };
+template <>
+struct EnumNames<ComputeDevice> {
+  static constexpr std::array<std::string_view, 2> names = {"cpu", "cuda"};
+};
+
+// --progress-bar: if_terminal ("auto") draws it when stdout is a terminal.
+enum class ProgressBar { if_terminal, on, off };
+template <>
+struct EnumNames<ProgressBar> {
+  static constexpr std::array<std::string_view, 3> names = {"auto", "on", "off"};
+};
+
+// The style names model files, config.json and the reports use (in the order of
+// nn::TransformerStyle's values).
+template <>
+struct EnumNames<nn::TransformerStyle> {
+  static constexpr std::array<std::string_view, 2> names = {"llama", "gpt2"};
+};
+
 struct TrainConfig {
-  std::string model = "tiny";
+  ModelChoice model;                // default: tiny
   std::string init_from;            // a Hugging Face GPT-2 / Llama directory: its config is the model, its weights the start
   std::string export_hf;            // non-empty: at the end, write the model here as a Hugging Face directory
   std::string data;                 // empty: the embedded corpus (data/corpus.txt)
-  std::string data_format = "auto";  // auto | bytes | llmc
+  DataFormat data_format = DataFormat::by_extension;
   double val_fraction = 0.1;        // the last fraction of the tokens is the validation split
   int64_t steps = 300;
   int64_t global_batch = 16;        // sequences per optimizer step, over all ranks
@@ -37,16 +105,16 @@ struct TrainConfig {
   double lr = 3e-3;
   double min_lr = -1;               // < 0: lr / 10
   int64_t warmup = -1;              // < 0: 5% of the steps
-  std::string schedule = "cosine";  // cosine | constant
+  Schedule schedule = Schedule::cosine;
   double weight_decay = 0.1;
   double grad_clip = 1.0;           // 0: no clipping (the norm is still reported)
   // A step whose loss or global gradient norm is not finite: stop (end the run
   // with exit code 1, parameters as after the previous step) or skip (drop its
   // update and count it).
-  std::string on_nonfinite = "stop";
+  OnNonfinite on_nonfinite = OnNonfinite::stop;
   uint64_t seed = 1234;
-  std::string mixed_precision = "none";  // none | bf16
-  std::string device = "cpu";       // cpu | cuda (each rank on the GPU of its local rank)
+  MixedPrecision mixed_precision = MixedPrecision::none;
+  ComputeDevice device = ComputeDevice::cpu;  // cuda: each rank on the GPU of its local rank
   double peak_tflops = 989;         // for MFU on cuda: the GPU's dense bf16 peak (H100 SXM: 989)
   bool activation_checkpointing = false;
   bool reshard_after_forward = true;
@@ -54,7 +122,7 @@ struct TrainConfig {
   int64_t eval_every = 50;          // 0: only at the end
   int64_t eval_batches = 4;         // micro-batches per rank per evaluation
   int64_t log_every = 10;
-  std::string progress_bar = "auto";  // auto (stdout is a terminal) | on | off
+  ProgressBar progress_bar = ProgressBar::if_terminal;
   std::string out_dir = "runs/latest";
   int64_t ckpt_every = 0;           // > 0: a checkpoint every N steps in <out>/checkpoints/step_<N>
   std::string resume;               // a checkpoint directory to continue from (its step, data position, RNG)
@@ -75,12 +143,13 @@ struct TrainConfig {
   int64_t grad_accum = 1;
 };
 
-// The model shape for config.model (a name or a JSON file) and dataset vocabulary.
-// Throws std::invalid_argument for an unknown name or a bad file.
+// The model shape for config.model (a named shape or a JSON file) and dataset vocabulary.
+// Throws std::invalid_argument for a bad file.
+nn::TransformerConfig model_config(const ModelChoice& model, int64_t dataset_vocab);
+// The same for --model's text (a name, else a file; parse_model).
 nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab);
 // The default sequence length of a named model (or of a JSON file: its max_seq_len).
 int64_t default_seq_len(const nn::TransformerConfig& model, const std::string& name);
-bool is_model_name(const std::string& model);
 
 nlohmann::json to_json(const TrainConfig& config);
 nlohmann::json to_json(const nn::TransformerConfig& model);

@@ -81,12 +81,17 @@ TokenDataset TokenDataset::from_memory(const void* data, int64_t size_bytes, Tok
   return ds;
 }
 
-TokenDataset TokenDataset::open(const std::string& path, std::string_view format) {
+TokenDataset TokenDataset::open(const std::string& path, DataFormat format) {
   TokenFormat fmt_kind = TokenFormat::bytes;
-  if (format == "llmc" || (format == "auto" && ends_with(path, ".bin"))) {
-    fmt_kind = TokenFormat::llmc;
-  } else if (format != "bytes" && format != "auto") {
-    fail(fmt::format("unknown data format '{}' (expected auto, bytes or llmc)", format));
+  switch (format) {
+    case DataFormat::by_extension:
+      if (ends_with(path, ".bin")) fmt_kind = TokenFormat::llmc;
+      break;
+    case DataFormat::bytes:
+      break;
+    case DataFormat::llmc:
+      fmt_kind = TokenFormat::llmc;
+      break;
   }
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));

@@ -4,8 +4,8 @@
 //   llmc:  the llm.c shard format: a 1024-byte header of 256 little-endian int32
 //          (header[0] = magic 20240520, header[1] = version 1, header[2] = token
 //          count), then that many uint16 GPT-2 token ids (vocabulary 50257).
-// open() with format "auto" picks llmc for a file ending in ".bin" and bytes for
-// anything else. A wrong magic, an unknown version, or a file shorter than its
+// open() with DataFormat::by_extension (--data-format auto) picks llmc for a
+// file ending in ".bin" and bytes for anything else. A wrong magic, an unknown version, or a file shorter than its
 // header says are errors (dtr::Error) whose message names the file and what was
 // expected and found.
 //
@@ -15,6 +15,8 @@
 // seq_len, targets the last seq_len; num_windows(seq_len) non-overlapping
 // windows fit (window i starts at token i * seq_len).
 #pragma once
+
+#include "enum_names.h"
 
 #include <cstdint>
 #include <memory>
@@ -27,6 +29,13 @@ namespace dtr::train {
 
 enum class TokenFormat { bytes, llmc };
 
+// --data-format: how open() reads a file (by_extension: llmc for ".bin", else bytes).
+enum class DataFormat { by_extension, bytes, llmc };
+template <>
+struct EnumNames<DataFormat> {
+  static constexpr std::array<std::string_view, 3> names = {"auto", "bytes", "llmc"};
+};
+
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr int32_t kLlmcVersion = 1;
 inline constexpr int64_t kLlmcHeaderBytes = 1024;
@@ -34,8 +43,7 @@ inline constexpr int64_t kGpt2VocabSize = 50257;
 
 class TokenDataset {
  public:
-  // format: "auto", "bytes" or "llmc".
-  static TokenDataset open(const std::string& path, std::string_view format = "auto");
+  static TokenDataset open(const std::string& path, DataFormat format = DataFormat::by_extension);
   // Over memory the caller keeps alive (the embedded corpus); `name` is used in messages.
   static TokenDataset from_memory(const void* data, int64_t size_bytes, TokenFormat format, std::string name);
 

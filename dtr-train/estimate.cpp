@@ -32,7 +32,13 @@ std::string estimate_report(const TrainConfig& c) {
       .batch_size = c.micro_batch,
       .seq_len = seq,
       .activation_checkpointing = c.activation_checkpointing};
-  if (c.mixed_precision == "bf16") options.param_dtype = DType::bf16;
+  switch (c.mixed_precision) {
+    case MixedPrecision::none:
+      break;
+    case MixedPrecision::bf16:
+      options.param_dtype = DType::bf16;
+      break;
+  }
   // Shapes only: the model on the meta device holds no memory.
   nn::TransformerConfig meta = model;
   meta.device = Device::meta();
@@ -46,9 +52,9 @@ std::string estimate_report(const TrainConfig& c) {
       "{} kv heads, ffn {}, vocab {}) on {} rank(s)\n"
       "  per rank: micro-batch {} x {} tokens, mixed precision {}, activation checkpointing {}, "
       "reshard_after_forward {}; {} FSDP groups (one per block, then the root)\n",
-      c.model, model.style == nn::TransformerStyle::gpt2 ? "gpt2" : "llama", e.num_params,
+      to_string(c.model), to_string(model.style), e.num_params,
       static_cast<double>(e.num_params) / 1e9, model.dim, model.n_layers, model.n_heads, model.kv_heads(),
-      model.hidden(), model.vocab_size, c.world_size, c.micro_batch, seq, c.mixed_precision,
+      model.hidden(), model.vocab_size, c.world_size, c.micro_batch, seq, to_string(c.mixed_precision),
       c.activation_checkpointing ? "on" : "off", c.reshard_after_forward, e.groups.size());
   out += fmt::format("per-rank estimate of this configuration (rank 0):\n{}", e.to_string());
   out += fmt::format("\n{}", fsdp::memory_table(meta_model, blocks, c.world_size, options, activations));

@@ -78,6 +78,21 @@ void MetricsWriter::write(const StepRecord& r) {
   }
 }
 
+void LossCurves::add(const LoggedStep& logged) {
+  if (logged.loss) train_.emplace_back(static_cast<double>(logged.step), *logged.loss);
+  if (logged.val_loss) val_.emplace_back(static_cast<double>(logged.step), *logged.val_loss);
+}
+
+void LossCurves::add(const StepRecord& r) {
+  if (std::isfinite(r.loss)) train_.emplace_back(static_cast<double>(r.step), r.loss);
+  if (r.val_loss && std::isfinite(*r.val_loss)) val_.emplace_back(static_cast<double>(r.step), *r.val_loss);
+}
+
+void LossCurves::write() const {
+  write_file_atomic(path_, line_plot_svg({{"train loss", "#1f77b4", train_}, {"validation loss", "#d62728", val_}},
+                                         {.title = title_}));
+}
+
 namespace {
 
 std::string si(double v) {

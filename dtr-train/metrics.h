@@ -1,5 +1,6 @@
 // Run metrics on rank 0: one JSON object per optimizer step in metrics.jsonl, the
-// one-line progress report, the terminal progress bar, and the model-FLOP count.
+// loss curves of loss.svg, the one-line progress report, the terminal progress
+// bar, and the model-FLOP count.
 //
 // FLOPs are model FLOPs (what the step must compute, as in the PaLM / nanoGPT
 // MFU estimate): per token 6 * params (forward + backward of every weight) plus
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtr::train {
@@ -60,6 +62,24 @@ class MetricsWriter {
   std::string path_;
   std::ofstream out_;
   std::vector<LoggedStep> kept_;
+};
+
+// The loss history loss.svg plots: the train loss of every step and the validation
+// loss of every evaluation, a resumed run's earlier steps included; non-finite
+// losses are left out.
+class LossCurves {
+ public:
+  LossCurves() = default;
+  LossCurves(std::string path, std::string title) : path_(std::move(path)), title_(std::move(title)) {}
+  void add(const LoggedStep& logged);  // a step kept in metrics.jsonl from before a resume
+  void add(const StepRecord& record);
+  double last_val_loss() const { return val_.empty() ? 0.0 : val_.back().second; }  // 0: none yet
+  const std::string& path() const { return path_; }
+  void write() const;  // rewrites the file whole
+
+ private:
+  std::string path_, title_;
+  std::vector<std::pair<double, double>> train_, val_;  // (step, loss)
 };
 
 // "step  120/300 | loss 2.3141 | val 2.4011 | lr 2.71e-03 | gnorm 0.812 | 10.2k tok/s | 3.41 GFLOP/s |

@@ -1,5 +1,9 @@
 // The dtr-train job: data, a fully_shard-ed transformer, AdamW with an LR
 // schedule and gradient clipping, evaluation, metrics and the final sample.
+// run_training (trainer.cpp) is its phases in order: set-up, the model, its
+// first parameters (fresh or --init-from), the optimizer, --resume, the reports,
+// the training loop (training_loop.h), the end; the state they share is a Run
+// (run_state.h).
 //
 // Flow on every rank (all collective calls happen at the same points on every rank):
 //   1. local setup (dataset, train/validation split, sampler, model shape); any
@@ -29,8 +33,10 @@
 
 namespace dtr::train {
 
-// Returns the process exit code: 0 (finished, or stopped by a signal after saving
-// a checkpoint), or 2 for bad input found during setup.
+// Returns the process exit code: 0 (finished, nothing left to train, or stopped by
+// a signal after saving a checkpoint), 1 (a non-finite step with --on-nonfinite
+// stop, a checkpoint refused for non-finite parameters, or --export-hf failed), or
+// 2 for bad input found during setup.
 int run_training(TrainConfig config);
 
 }  // namespace dtr::train

@@ -1,4 +1,4 @@
-// dtr_hello: the smallest complete program on dtr's tensor core. It draws a
+// hello_regression: the smallest complete program on dtr's tensor core. It draws a
 // random regression problem y = X·w + noise, then recovers w by gradient
 // descent on the mean squared error, with the gradient written out by hand
 // (2/n · Xᵀ(Xw − y)). The loss falls to the noise floor and the fitted weights

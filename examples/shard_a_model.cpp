@@ -1,7 +1,7 @@
 // shard_a_model: a commented walk-through of sharding a model with fully_shard,
 // printing every rank's parameter / gradient / optimizer-state memory at each
 // stage (from the CPU allocator's tagged statistics) so the Psi/N effect shows:
-//   mpirun -np 2 build/release/examples/dtr_shard_a_model [checkpoint_dir=runs/shard_a_model/ckpt]
+//   mpirun -np 2 build/release/examples/shard_a_model [checkpoint_dir=runs/shard_a_model/ckpt]
 // Stages: build on meta -> fully_shard bottom-up -> to_empty(cpu) ->
 // reset_parameters -> train -> save a distributed checkpoint. The program checks
 // what it prints: nothing allocated on meta, 4 * Psi / N (+ at most one padding row

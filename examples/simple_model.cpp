@@ -1,7 +1,7 @@
 // simple_model: the shortest complete use of dtr. The seed documents' SimpleModel
 // (Linear 1024 -> 1024, ReLU, Linear 1024 -> 10) sharded with fully_shard over the
 // ranks and trained with Adam on synthetic data, each rank on its slice of the batch.
-//   mpirun -np 2 build/release/examples/dtr_simple_model [steps=30]
+//   mpirun -np 2 build/release/examples/simple_model [steps=30]
 // Exits 1 unless the loss (averaged over the ranks) fell below half its start.
 #include <dtr/dtr.h>
 #include <dtr/nn/simple_model.h>

@@ -1,6 +1,6 @@
 // train_fsdp: a byte-level Llama-style model trained with fully_shard on every
 // block and the root, each rank on its own slice of every global batch.
-//   mpirun -np 2 build/release/examples/dtr_train_fsdp [steps=150]
+//   mpirun -np 2 build/release/examples/train_fsdp [steps=150]
 // Each rank holds about 1/N of the parameters, gradients and AdamW state; rank 0
 // prints the loss (averaged over the ranks) and the per-rank state memory. The
 // process exits non-zero if the loss did not fall below half its start.

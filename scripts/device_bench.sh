@@ -76,7 +76,7 @@ run_bin dtr_cuda_adamw_bench 25 10
 run_bin dtr_cuda_elementwise_bench 25 10
 # dtr-train itself on the GPU (issue 9's --device cuda): the small model, bf16, on the
 # embedded corpus; the last lines show the loss falling, tokens/s, MFU and the sample.
-run dtr_train_cuda 60 6 build/device/examples/train/dtr-train --device cuda --model small --mixed-precision bf16 \
+run dtr_train_cuda 60 6 build/device/dtr-train/dtr-train --device cuda --model small --mixed-precision bf16 \
   --steps 60 --eval-every 30 --log-every 10 --progress-bar off --out /tmp/dtr_train_cuda --overwrite
 
 # PyTorch with its own library path when device_check.sh set one aside (devdeps.sh's

@@ -31,5 +31,5 @@ for arg in "$@"; do
 done
 flags=(--oversubscribe --bind-to none)
 [[ $(id -u) -eq 0 ]] && flags+=(--allow-run-as-root)
-OMPI_MCA_mpi_yield_when_idle=1 mpirun "${flags[@]}" -np 2 ./build/release/examples/train/dtr-train \
+OMPI_MCA_mpi_yield_when_idle=1 mpirun "${flags[@]}" -np 2 ./build/release/dtr-train/dtr-train \
   --model tiny "${steps[@]}" --out runs/quickstart --overwrite "$@"

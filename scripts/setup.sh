@@ -12,6 +12,8 @@ if [[ "${1:-}" == "--tests" ]]; then
   [[ "$(uname -m)" == "x86_64" ]] && packages+=(qemu-user)
   # The simulated cluster (scripts/cluster/): network namespaces, veth, bridge, tc.
   packages+=(iproute2)
+  # Rebuilds of the test loop reuse earlier compiles (the build picks ccache up when installed).
+  packages+=(ccache)
 fi
 if [[ "${1:-}" == "--sanitizers" ]]; then
   packages+=(clang)

@@ -5,7 +5,7 @@
 # hosts by MPI's ring, which sums in another order). With --hsdp it builds the
 # (replicate = 2 hosts, shard = 2 ranks) mesh itself, and its losses equal those
 # of FSDP over 4 ranks up to rounding too.
-#   dtr_train_across_hosts.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
+#   across_hosts_test.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 train=$1 out=$2 mpiexec=$3
@@ -14,7 +14,7 @@ rm -rf "$out"
 common=(--model tiny --steps 12 --global-batch 8 --eval-every 0 --eval-batches 1 --log-every 4 --lr 1e-2
         --sample-tokens 0 --progress-bar off --no-final-checkpoint)
 # First across hosts: it skips (exit 77) where no cluster can be made.
-"$here/on_cluster.sh" 2 4 "$train" "${common[@]}" --out "$out/two_hosts"
+"$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" --out "$out/two_hosts"
 "$mpiexec" "$@" -np 4 "$train" "${common[@]}" --out "$out/one_host"
 losses() { sed -E 's|.*"loss":([^,}]*).*"step":([0-9]+).*|\2 \1|' "$1"; }
 # Same steps, losses within 1e-4 relative.
@@ -25,7 +25,7 @@ same_losses() {  # same_losses WHAT METRICS_A METRICS_B
 }
 same_losses "2-host" "$out/one_host/metrics.jsonl" "$out/two_hosts/metrics.jsonl"
 
-"$here/on_cluster.sh" 2 4 "$train" "${common[@]}" --hsdp --out "$out/hsdp" | tee "$out/hsdp.log"
+"$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" --hsdp --out "$out/hsdp" | tee "$out/hsdp.log"
 grep -q "on 4 rank(s) (2 hosts, HSDP: replicate 2 x shard 2)" "$out/hsdp.log" ||
   { echo "FAIL: dtr-train --hsdp did not report a (2 hosts, 2 ranks) HSDP mesh" >&2; exit 1; }
 same_losses "--hsdp" "$out/one_host/metrics.jsonl" "$out/hsdp/metrics.jsonl"

@@ -45,6 +45,7 @@ for np in 1 2; do
   expect $np --data --data "$work/no/such/file.txt"
   expect $np --schedule --schedule linearish
   expect $np --on-nonfinite --on-nonfinite ignore
+  expect $np "--data-format must be auto, bytes or llmc" --data-format parquet
   expect $np --mixed-precision --mixed-precision fp8
   expect $np --activation-checkpointing --activation-checkpointing maybe
   expect $np "magic number" --data "$work/bad_magic.bin"

@@ -39,26 +39,76 @@ struct Element {
   std::map<std::string, std::string> attributes;
 };
 
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' || c == '.';
+}
+
+// Text or an attribute value: no '<', and only known entities. Returns an error or "".
+std::string check_text(const std::string& text) {
+  for (size_t k = 0; k < text.size(); ++k) {
+    if (text[k] == '<') return "'<' in text";
+    if (text[k] == '&') {
+      const size_t semi = text.find(';', k);
+      if (semi == std::string::npos) return "unterminated entity";
+      const std::string ent = text.substr(k + 1, semi - k - 1);
+      if (ent != "amp" && ent != "lt" && ent != "gt" && ent != "quot" && ent != "apos" && ent.rfind('#', 0) != 0) {
+        return "unknown entity &" + ent + ";";
+      }
+    }
+  }
+  return "";
+}
+
+// The end tag at s[i] ("</name>"), which must close the innermost open element;
+// moves i past it. Returns an error or "".
+std::string parse_end_tag(const std::string& s, size_t& i, std::vector<std::string>& open) {
+  size_t j = i + 2;
+  while (j < s.size() && is_name_char(s[j])) ++j;
+  const std::string name = s.substr(i + 2, j - i - 2);
+  while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+  if (j >= s.size() || s[j] != '>') return "bad end tag </" + name;
+  if (open.empty() || open.back() != name) return "end tag </" + name + "> does not match";
+  open.pop_back();
+  i = j + 1;
+  return "";
+}
+
+// The start tag at s[i] ("<name attr='v' ...>" or ".../>"): its element, whether it
+// closes itself; moves i past it. Returns an error or "".
+std::string parse_start_tag(const std::string& s, size_t& i, Element& el, bool& self_closing) {
+  size_t j = i + 1;
+  while (j < s.size() && is_name_char(s[j])) ++j;
+  el = Element{s.substr(i + 1, j - i - 1), {}};
+  if (el.name.empty()) return "empty element name";
+  self_closing = false;
+  for (;;) {
+    while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    if (j >= s.size()) return "unterminated tag <" + el.name;
+    if (s[j] == '>') { ++j; break; }
+    if (s.compare(j, 2, "/>") == 0) { j += 2; self_closing = true; break; }
+    size_t k = j;
+    while (k < s.size() && is_name_char(s[k])) ++k;
+    const std::string attr = s.substr(j, k - j);
+    if (attr.empty() || k >= s.size() || s[k] != '=') return "bad attribute in <" + el.name;
+    const char q = s[k + 1];
+    if (q != '"' && q != '\'') return "unquoted attribute " + attr;
+    const size_t end = s.find(q, k + 2);
+    if (end == std::string::npos) return "unterminated attribute " + attr;
+    const std::string value = s.substr(k + 2, end - k - 2);
+    if (auto e = check_text(value); !e.empty()) return e + " in attribute " + attr;
+    if (el.attributes.count(attr)) return "duplicate attribute " + attr;
+    el.attributes[attr] = value;
+    j = end + 1;
+  }
+  i = j;
+  return "";
+}
+
 // A minimal XML well-formedness check; collects every element. Returns an error or "".
 std::string parse_xml(const std::string& s, std::vector<Element>& elements) {
   size_t i = 0;
   std::vector<std::string> open;
   int roots = 0;
-  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' || c == '.'; };
-  auto check_text = [](const std::string& text) -> std::string {
-    for (size_t k = 0; k < text.size(); ++k) {
-      if (text[k] == '<') return "'<' in text";
-      if (text[k] == '&') {
-        const size_t semi = text.find(';', k);
-        if (semi == std::string::npos) return "unterminated entity";
-        const std::string ent = text.substr(k + 1, semi - k - 1);
-        if (ent != "amp" && ent != "lt" && ent != "gt" && ent != "quot" && ent != "apos" && ent.rfind('#', 0) != 0) {
-          return "unknown entity &" + ent + ";";
-        }
-      }
-    }
-    return "";
-  };
   while (i < s.size()) {
     if (s[i] != '<') {
       const size_t next = s.find('<', i);
@@ -82,46 +132,15 @@ std::string parse_xml(const std::string& s, std::vector<Element>& elements) {
       continue;
     }
     if (s.compare(i, 2, "</") == 0) {
-      size_t j = i + 2;
-      while (j < s.size() && name_char(s[j])) ++j;
-      const std::string name = s.substr(i + 2, j - i - 2);
-      while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
-      if (j >= s.size() || s[j] != '>') return "bad end tag </" + name;
-      if (open.empty() || open.back() != name) return "end tag </" + name + "> does not match";
-      open.pop_back();
-      i = j + 1;
+      if (auto e = parse_end_tag(s, i, open); !e.empty()) return e;
       continue;
     }
-    size_t j = i + 1;
-    while (j < s.size() && name_char(s[j])) ++j;
-    Element el{s.substr(i + 1, j - i - 1), {}};
-    if (el.name.empty()) return "empty element name";
+    Element el;
     bool self_closing = false;
-    for (;;) {
-      while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
-      if (j >= s.size()) return "unterminated tag <" + el.name;
-      if (s[j] == '>') { ++j; break; }
-      if (s.compare(j, 2, "/>") == 0) { j += 2; self_closing = true; break; }
-      size_t k = j;
-      while (k < s.size() && name_char(s[k])) ++k;
-      const std::string attr = s.substr(j, k - j);
-      if (attr.empty() || k >= s.size() || s[k] != '=') return "bad attribute in <" + el.name;
-      const char q = s[k + 1];
-      if (q != '"' && q != '\'') return "unquoted attribute " + attr;
-      const size_t end = s.find(q, k + 2);
-      if (end == std::string::npos) return "unterminated attribute " + attr;
-      const std::string value = s.substr(k + 2, end - k - 2);
-      if (auto e = check_text(value); !e.empty()) return e + " in attribute " + attr;
-      if (el.attributes.count(attr)) return "duplicate attribute " + attr;
-      el.attributes[attr] = value;
-      j = end + 1;
-    }
-    if (open.empty()) {
-      if (++roots > 1) return "more than one root element";
-    }
+    if (auto e = parse_start_tag(s, i, el, self_closing); !e.empty()) return e;
+    if (open.empty() && ++roots > 1) return "more than one root element";
     elements.push_back(el);
     if (!self_closing) open.push_back(el.name);
-    i = j;
   }
   if (!open.empty()) return "unclosed <" + open.back() + ">";
   if (roots != 1) return "no root element";

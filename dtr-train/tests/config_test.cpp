@@ -1,4 +1,4 @@
-// dtr-train's model files (examples/train/config.h): a valid file gives exactly
+// dtr-train's model files (dtr-train/config.h): a valid file gives exactly
 // its values; a value of the wrong type or outside its range is an error naming
 // the field and the value, never silently changed (-5 for ffn_hidden used to
 // become the default, 128.9 for dim became 128, a negative norm_eps trained NaN).

@@ -1,4 +1,4 @@
-// dtr-train's TokenDataset (examples/train/dataset.h): byte-level files and llm.c
+// dtr-train's TokenDataset (dtr-train/dataset.h): byte-level files and llm.c
 // shards read through mmap, windows and the train/validation split, and clear
 // errors for a wrong magic, a wrong version and truncated shards.
 #include "dataset.h"
@@ -28,9 +28,9 @@ void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
 }
 
-std::string error_of(const std::string& path, const std::string& format = "auto") {
+std::string open_error_of(const std::string& path) {
   try {
-    TokenDataset::open(path, format);
+    TokenDataset::open(path);
   } catch (const std::runtime_error& e) {
     return e.what();
   }
@@ -71,13 +71,18 @@ TEST_CASE("TokenDataset reads llm.c shards as uint16 GPT-2 tokens", "[train][dat
   REQUIRE(ds.size() == 6);
   for (size_t i = 0; i < tokens.size(); ++i) REQUIRE(ds.token(static_cast<int64_t>(i)) == tokens[i]);
   // The same file read as bytes: header and all.
-  REQUIRE(TokenDataset::open(p.string(), "bytes").size() == 1024 + 12);
+  REQUIRE(TokenDataset::open(p.string(), dtr::train::DataFormat::bytes).size() == 1024 + 12);
+  // Named otherwise, it is a shard only when asked (--data-format llmc).
+  const fs::path renamed = temp_file("shard.tokens");
+  fs::copy_file(p, renamed, fs::copy_options::overwrite_existing);
+  REQUIRE(TokenDataset::open(renamed.string()).format() == dtr::train::TokenFormat::bytes);
+  REQUIRE(TokenDataset::open(renamed.string(), dtr::train::DataFormat::llmc).size() == 6);
 }
 
 TEST_CASE("TokenDataset names a wrong magic, a wrong version and truncated llm.c shards", "[train][dataset]") {
   const fs::path bad_magic = temp_file("magic.bin");
   write_bytes(bad_magic, std::string(2048, 'x'));
-  CHECK_THAT(error_of(bad_magic.string()), Catch::Contains("magic number is") && Catch::Contains("20240520") &&
+  CHECK_THAT(open_error_of(bad_magic.string()), Catch::Contains("magic number is") && Catch::Contains("20240520") &&
                                                Catch::Contains("magic.bin"));
 
   const fs::path shard = temp_file("ok.bin");
@@ -89,17 +94,17 @@ TEST_CASE("TokenDataset names a wrong magic, a wrong version and truncated llm.c
   }
   const fs::path cut = temp_file("cut.bin");
   write_bytes(cut, bytes.substr(0, bytes.size() - 3));
-  CHECK_THAT(error_of(cut.string()), Catch::Contains("truncated") && Catch::Contains("100 tokens"));
+  CHECK_THAT(open_error_of(cut.string()), Catch::Contains("truncated") && Catch::Contains("100 tokens"));
 
   const fs::path header_only = temp_file("short.bin");
   write_bytes(header_only, bytes.substr(0, 500));
-  CHECK_THAT(error_of(header_only.string()), Catch::Contains("shorter than the 1024-byte header"));
+  CHECK_THAT(open_error_of(header_only.string()), Catch::Contains("shorter than the 1024-byte header"));
 
   std::string v2 = bytes;
   v2[4] = 2;
   const fs::path version = temp_file("v2.bin");
   write_bytes(version, v2);
-  CHECK_THAT(error_of(version.string()), Catch::Contains("version 2"));
+  CHECK_THAT(open_error_of(version.string()), Catch::Contains("version 2"));
 
   // A token id outside the GPT-2 vocabulary anywhere in the file, here the last of
   // 100 (what the validation split would read), is found when the file is opened.
@@ -107,9 +112,8 @@ TEST_CASE("TokenDataset names a wrong magic, a wrong version and truncated llm.c
   ids.back() = 65535;
   const fs::path bad_id = temp_file("bad_id.bin");
   dtr::train::write_llmc_shard(bad_id.string(), ids);
-  CHECK_THAT(error_of(bad_id.string()), Catch::Contains("bad_id.bin: token 99 (byte offset 1222) is 65535, outside "
+  CHECK_THAT(open_error_of(bad_id.string()), Catch::Contains("bad_id.bin: token 99 (byte offset 1222) is 65535, outside "
                                                         "the GPT-2 vocabulary [0, 50257)"));
 
-  CHECK_THAT(error_of(temp_file("missing.txt").string()), Catch::Contains("cannot open"));
-  CHECK_THAT(error_of(shard.string(), "parquet"), Catch::Contains("unknown data format"));
+  CHECK_THAT(open_error_of(temp_file("missing.txt").string()), Catch::Contains("cannot open"));
 }

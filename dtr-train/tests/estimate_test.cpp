@@ -1,9 +1,10 @@
-// dtr-train --estimate-only (examples/train/estimate.h) and its flags: --world-size
+// dtr-train --estimate-only (dtr-train/estimate.h) and its flags: --world-size
 // plans for that many ranks (and is refused without --estimate-only), the
 // micro-batch defaults to max(1, global / ranks) without the divisibility rule,
 // and the report for the llama-7b shape names its parameter count (computed here
 // from the shape) and rank 0's shard at 64 ranks, built on the meta device only.
 #include "cli.h"
+#include "parse_args.h"
 #include "estimate.h"
 
 #include <catch2/catch.hpp>
@@ -12,34 +13,29 @@
 #include <string>
 #include <vector>
 
-namespace {
+using dtr::train::testing::parse_args;
 
-dtr::train::CliResult parse(std::vector<std::string> args, int world) {
-  args.insert(args.begin(), "dtr-train");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return dtr::train::parse_cli(static_cast<int>(argv.size()), argv.data(), world);
-}
+namespace {
 
 }  // namespace
 
 TEST_CASE("dtr-train --estimate-only --world-size plans for that many ranks", "[train][cli]") {
-  const auto r = parse({"--estimate-only", "--model", "llama-7b", "--world-size", "64"}, 1);
+  const auto r = parse_args({"--estimate-only", "--model", "llama-7b", "--world-size", "64"}, 1);
   REQUIRE(r.config.has_value());
   CHECK(r.config->estimate_only);
   CHECK(r.config->world_size == 64);
   CHECK(r.config->micro_batch == 1);  // the default global batch 16 is smaller than 64 ranks
-  const auto bad = parse({"--world-size", "4"}, 1);
+  const auto bad = parse_args({"--world-size", "4"}, 1);
   REQUIRE_FALSE(bad.config.has_value());
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.message, Catch::Contains("--world-size"));
-  const auto negative = parse({"--estimate-only", "--world-size", "-1"}, 1);
+  const auto negative = parse_args({"--estimate-only", "--world-size", "-1"}, 1);
   CHECK(negative.exit_code == 2);
 }
 
 TEST_CASE("dtr-train --estimate-only report for llama-7b at 64 ranks: parameters, rank 0's shard, no allocation",
           "[train]") {
-  const auto r = parse({"--estimate-only", "--model", "llama-7b", "--world-size", "64", "--seq-len", "2048"}, 1);
+  const auto r = parse_args({"--estimate-only", "--model", "llama-7b", "--world-size", "64", "--seq-len", "2048"}, 1);
   REQUIRE(r.config.has_value());
   const std::string report = dtr::train::estimate_report(*r.config);
   const int64_t V = 32000, D = 4096, L = 32, F = 11008;

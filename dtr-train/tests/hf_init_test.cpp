@@ -1,10 +1,11 @@
-// dtr-train's --init-from and --export-hf (examples/train/trainer.h) in one process:
+// dtr-train's --init-from and --export-hf (dtr-train/trainer.h) in one process:
 // one step of fine-tuning, with a learning rate of 1e-5, from the byte-level Llama
 // transformers wrote (tests/fixtures/hf/llama_bytes) exports every tensor of
 // transformers' file, under its name, within 1e-4 of transformers' values (so the
 // run started from them, not from a fresh init) and not all equal (so the export
 // is of the trained model); and the flags' errors.
 #include "cli.h"
+#include "parse_args.h"
 #include "trainer.h"
 
 #include "dtr/checkpoint/safetensors.h"
@@ -22,16 +23,11 @@
 namespace fs = std::filesystem;
 namespace ckpt = dtr::checkpoint;
 
+using dtr::train::testing::parse_args;
+
 namespace {
 
 const fs::path kFixture = fs::path(DTR_HF_FIXTURES) / "llama_bytes";
-
-dtr::train::CliResult parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "dtr-train");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return dtr::train::parse_cli(static_cast<int>(argv.size()), argv.data(), 1);
-}
 
 std::vector<double> values(const fs::path& file, const ckpt::SafetensorsHeader& header, const std::string& name) {
   return ckpt::read_safetensors_tensor(file, header, name).to(dtr::DType::f64).to_vector<double>();
@@ -44,10 +40,10 @@ TEST_CASE("dtr-train --init-from fine-tunes transformers' weights and --export-h
   dtr::distributed::ensure_initialized("hf_init_test");
   const fs::path out = fs::temp_directory_path() / ("dtr_train_hf_test_" + std::to_string(::getpid()));
   fs::remove_all(out);
-  const auto cli = parse({"--init-from", kFixture.string(), "--export-hf", (out / "hf").string(), "--steps", "1",
+  const auto cli = parse_args({"--init-from", kFixture.string(), "--export-hf", (out / "hf").string(), "--steps", "1",
                           "--global-batch", "2", "--seq-len", "32", "--lr", "1e-5", "--warmup", "0",
                           "--eval-every", "0", "--eval-batches", "1", "--sample-tokens", "0", "--progress-bar",
-                          "off", "--no-final-checkpoint", "--out", (out / "run").string()});
+                          "off", "--no-final-checkpoint", "--out", (out / "run").string()}, 1);
   REQUIRE(cli.config.has_value());
   REQUIRE(dtr::train::run_training(*cli.config) == 0);
 
@@ -68,15 +64,15 @@ TEST_CASE("dtr-train --init-from fine-tunes transformers' weights and --export-h
 }
 
 TEST_CASE("dtr-train --init-from errors name the flag", "[train][hf][cli]") {
-  const auto missing = parse({"--init-from", "/nonexistent/model"});
+  const auto missing = parse_args({"--init-from", "/nonexistent/model"}, 1);
   REQUIRE_FALSE(missing.config.has_value());
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.message, Catch::Contains("--init-from /nonexistent/model: no config.json there"));
-  const auto both = parse({"--init-from", kFixture.string(), "--model", "small"});
+  const auto both = parse_args({"--init-from", kFixture.string(), "--model", "small"}, 1);
   REQUIRE_FALSE(both.config.has_value());
   CHECK(both.exit_code == 2);
   CHECK_THAT(both.message, Catch::Contains("--model excludes --init-from"));
-  const auto onto_out = parse({"--init-from", kFixture.string(), "--out", "runs/x", "--export-hf", "runs/x/"});
+  const auto onto_out = parse_args({"--init-from", kFixture.string(), "--out", "runs/x", "--export-hf", "runs/x/"}, 1);
   REQUIRE_FALSE(onto_out.config.has_value());
   CHECK_THAT(onto_out.message, Catch::Contains("--export-hf runs/x/ is --out"));
 }

@@ -1,4 +1,4 @@
-// dtr-train's DistributedSampler (examples/train/sampler.h): every global batch is
+// dtr-train's DistributedSampler (dtr-train/sampler.h): every global batch is
 // split into disjoint per-rank slices covering it exactly, epochs cover every
 // sample once, the order is deterministic from the seed and changes with the
 // epoch, and set_position resumes exactly.

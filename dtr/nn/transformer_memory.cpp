@@ -26,7 +26,7 @@ namespace dtr::nn {
 //     to c (D + 2kvD) when c is narrower than acc.
 //   These were measured on this runtime (the peak minus what forward kept, which
 //   this model counts exactly), for the llama and GPT-2 shapes of
-//   tests/mpi/memory_estimate_test.cpp. The head's backward (the logits'
+//   tests/fsdp/memory_estimate_measured_test.cpp. The head's backward (the logits'
 //   gradient and a softmax temporary, 2 x BT x V) is taken when larger.
 //   With activation checkpointing a block keeps only its output (the next block's
 //   input); its backward recomputes its forward, so the peak is everything kept

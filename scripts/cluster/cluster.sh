@@ -141,7 +141,7 @@ cmd_run() {
   ip -n "$sw" link set lo up
   # mpirun runs here. Open MPI 4.1's mpirun waits for a daemon it lost until TCP
   # gives up resending to it: about 15 minutes at Linux's default tcp_retries2
-  # of 15, about 15 s at 5 (a launch node's setting; tests/cluster/host_dropout_test.sh).
+  # of 15, about 15 s at 5 (a launch node's setting; tests/mesh/host_dropout_test.sh).
   ip netns exec "$sw" sysctl -qw net.ipv4.tcp_retries2=5 2>/dev/null ||
     echo "cluster: could not set net.ipv4.tcp_retries2 in the switch namespace; mpirun may wait for a lost host" >&2
   ip -n "$sw" link add br0 type bridge

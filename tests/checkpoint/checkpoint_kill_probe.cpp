@@ -4,7 +4,7 @@
 //                                     B to DIR and kills itself once B's files are
 //                                     written, just before the commit
 //   checkpoint_kill_probe check DIR   loads DIR into a fresh model: it must be A
-// (tests/mpi_faults/checkpoint_kill.sh runs both and checks the exit statuses).
+// (tests/checkpoint/checkpoint_kill_test.sh runs both and checks the exit statuses).
 #include "dtr/checkpoint/checkpoint.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"

@@ -13,7 +13,7 @@
 #include "dtr/checkpoint/checkpoint.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/optim/lr_schedule.h"
 #include "dtr/nn/transformer.h"
@@ -21,7 +21,7 @@
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/nn.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
@@ -29,6 +29,8 @@
 #include <fstream>
 
 using namespace dtr;
+using dtr::testing::kGlobalBatch;
+using dtr::testing::kSeq;
 namespace ckpt = dtr::checkpoint;
 namespace fs = std::filesystem;
 using dtr::testing::bytes_of;
@@ -41,8 +43,6 @@ using dtr::testing::tiny_config;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 24;
-constexpr int64_t kSeq = 8;
 
 mesh::DeviceMesh hsdp_mesh() { return mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"}); }
 
@@ -70,11 +70,11 @@ fs::path test_dir(const std::string& name) {
 }
 
 // `t` laid out like parameter `p`, unsharded.
-Tensor full_of(const nn::Parameter& p, const Tensor& t) {
+Tensor full_tensor_of(const nn::Parameter& p, const Tensor& t) {
   return p.is_sharded() ? DTensor(t.detach(), *p.sharding()).full_tensor() : t;
 }
 
-Tensor full_of(const nn::Parameter& p) { return full_of(p, p); }
+Tensor full_tensor_of(const nn::Parameter& p) { return full_tensor_of(p, p); }
 
 // Every full parameter and optimizer state of `got` equals `want`'s, bit for bit.
 void require_same_training_state(nn::Module& got, nn::optim::Optimizer& got_opt, nn::Module& want,
@@ -84,7 +84,7 @@ void require_same_training_state(nn::Module& got, nn::optim::Optimizer& got_opt,
   for (size_t i = 0; i < g.size(); ++i) {
     INFO(g[i].first);
     REQUIRE(g[i].first == w[i].first);
-    REQUIRE(bytes_of(full_of(g[i].second)) == bytes_of(full_of(w[i].second)));
+    REQUIRE(bytes_of(full_tensor_of(g[i].second)) == bytes_of(full_tensor_of(w[i].second)));
     const auto& gs = got_opt.state(i);
     const auto& ws = want_opt.state(i);
     REQUIRE(gs.step == ws.step);
@@ -93,7 +93,7 @@ void require_same_training_state(nn::Module& got, nn::optim::Optimizer& got_opt,
       INFO(name);
       const Tensor& mine = gs.tensors.at(name);
       // Optimizer state is sharded like its parameter.
-      REQUIRE(bytes_of(full_of(g[i].second, mine)) == bytes_of(full_of(w[i].second, t)));
+      REQUIRE(bytes_of(full_tensor_of(g[i].second, mine)) == bytes_of(full_tensor_of(w[i].second, t)));
     }
   }
   REQUIRE(got_opt.lr() == want_opt.lr());
@@ -393,7 +393,7 @@ TEST_CASE("checkpoint save failing before its commit leaves the previous checkpo
   auto reloaded_opt = load_training_state(dir, *reloaded);
   require_same_training_state(*reloaded, *reloaded_opt, *saved, *saved_opt);
 
-  // The next save replaces it (a killed save's leftover staging: tests/mpi_faults/checkpoint_kill.sh).
+  // The next save replaces it (a killed save's leftover staging: tests/checkpoint/checkpoint_kill_test.sh).
   ckpt::save(dir, training_state(*model, *opt));
   REQUIRE_FALSE(fs::exists(ckpt::staging_directory(dir)));
   auto latest = make_sharded(34);

@@ -15,7 +15,7 @@
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/nn.h"
 
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "tests/support/hf_fixture.h"
 
 #include <catch2/catch.hpp>

@@ -12,13 +12,13 @@
 #include "dtr/dtensor/dtensor.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/transformer.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
@@ -39,7 +39,7 @@ using dtr::testing::bytes_of;
 
 namespace {
 
-void require_same(const nn::StateDict& got, const nn::StateDict& want) {
+void require_same_tensors(const nn::StateDict& got, const nn::StateDict& want) {
   REQUIRE(got.size() == want.size());
   for (const auto& [name, t] : want) {
     INFO(name);
@@ -55,7 +55,7 @@ fs::path test_file(const std::string& name) {
   return dir / fmt::format("{}_np{}.safetensors", name, distributed::world_size());
 }
 
-const ckpt::StateDictOptions kFull{.full_state_dict = true, .cpu_offload = true};
+const ckpt::StateDictOptions kFullOnCpu{.full_state_dict = true, .cpu_offload = true};
 
 // An independent safetensors reader: only the format's definition, nlohmann and
 // std::ifstream. Returns the tensors' raw bytes by name and checks the layout.
@@ -105,7 +105,7 @@ Parsed parse_independently(const fs::path& path) {
   return p;
 }
 
-std::vector<mesh::DeviceMesh> meshes() {
+std::vector<mesh::DeviceMesh> test_meshes() {
   std::vector<mesh::DeviceMesh> out{mesh::DeviceMesh{}};
   if (distributed::world_size() == 4) {
     out.push_back(mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"}));
@@ -129,12 +129,12 @@ TEST_CASE("safetensors export of a sharded model imports bit for bit into plain 
 
   auto plain = make_model(6);
   ckpt::load_safetensors(*plain, file);
-  require_same(plain->state_dict(), want);
+  require_same_tensors(plain->state_dict(), want);
 
-  for (const auto& mesh : meshes()) {
+  for (const auto& mesh : test_meshes()) {
     auto other = make_sharded(7, mesh);
     ckpt::load_safetensors(*other, file);
-    require_same(ckpt::get_model_state_dict(*other, kFull), want);
+    require_same_tensors(ckpt::get_model_state_dict(*other, kFullOnCpu), want);
   }
   // Exported from an unsharded model: the same bytes.
   const fs::path file2 = test_file("roundtrip_plain");
@@ -183,10 +183,10 @@ TEST_CASE("safetensors pretrained file in bf16 initialises a sharded model, each
     writer.finish();
   }
   world()->barrier()->wait();
-  for (const auto& mesh : meshes()) {
+  for (const auto& mesh : test_meshes()) {
     auto model = make_sharded(10, mesh);
     ckpt::load_safetensors(*model, file);
-    auto got = ckpt::get_model_state_dict(*model, kFull);
+    auto got = ckpt::get_model_state_dict(*model, kFullOnCpu);
     for (auto& [name, p] : source->named_parameters()) {
       INFO(name);
       REQUIRE(bytes_of(got.at(name)) == bytes_of(p->detach().to(DType::bf16).to(DType::f32)));
@@ -236,14 +236,14 @@ TEST_CASE("safetensors malformed, truncated or mismatched files fail naming the 
   auto other = std::make_shared<nn::Transformer>(c);
   const fs::path wrong = test_file("wrong_model");
   ckpt::save_safetensors(*other, wrong);
-  auto before = ckpt::get_model_state_dict(*model, kFull);
+  auto before = ckpt::get_model_state_dict(*model, kFullOnCpu);
   REQUIRE_THROWS_WITH(ckpt::load_safetensors(*model, wrong),
                       Catch::Contains("mismatched") && Catch::Contains("[32, 16]") && Catch::Contains("[40, 16]"));
-  require_same(ckpt::get_model_state_dict(*model, kFull), before);  // nothing loaded
+  require_same_tensors(ckpt::get_model_state_dict(*model, kFullOnCpu), before);  // nothing loaded
 }
 
 // The output of `dtr-ckpt consolidate` on the 4-rank reference checkpoint
-// (tests/mpi/checkpoint_test.cpp, seed 41, one AdamW step) holds the full model
+// (tests/checkpoint/checkpoint_test.cpp, seed 41, one AdamW step) holds the full model
 // and optimizer state: it loads into a model and matches a single process.
 TEST_CASE("safetensors consolidated by dtr-ckpt loads into a model and holds the optimizer state", "[.ckpt_consolidated]") {
   const fs::path file = fs::current_path() / "ckpt_consolidated_fsdp.safetensors";
@@ -254,10 +254,10 @@ TEST_CASE("safetensors consolidated by dtr-ckpt loads into a model and holds the
   want_opt->step();
   auto header = ckpt::read_safetensors_header(file);
   REQUIRE(header.metadata.at("dtr_world_size") == "4");
-  for (const auto& mesh : meshes()) {
+  for (const auto& mesh : test_meshes()) {
     auto model = make_sharded(3, mesh);
     ckpt::load_safetensors(*model, file, /*strict=*/false);
-    require_same(ckpt::get_model_state_dict(*model, kFull), want->state_dict());
+    require_same_tensors(ckpt::get_model_state_dict(*model, kFullOnCpu), want->state_dict());
   }
   auto named = want->named_parameters();
   for (size_t i = 0; i < named.size(); ++i) {

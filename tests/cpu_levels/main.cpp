@@ -2,13 +2,11 @@
 // DTR_TEST_CPU_LEVEL (baseline, avx2 or avx512). A level this CPU cannot run is a
 // skip (exit 77, with the reason), not a pass. --print-cpu-level prints the level
 // the kernels chose by themselves (DTR_CPU_CAPABILITY, else detection) and exits.
-#define CATCH_CONFIG_RUNNER
 #include "tests/cpu_levels/level_under_test.h"
+#include "tests/support/catch_session.h"
 
 #include "dtr/base/error.h"
 #include "dtr/kernels/cpu/cpu_level.h"
-
-#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -60,5 +58,5 @@ int main(int argc, char** argv) {
   }
   std::printf("kernels at %s against baseline (detected: %s)\n", wanted,
               cpu_level_name(supported_cpu_levels().back()));
-  return Catch::Session().run(argc, argv);
+  return dtr::testing::run_catch_session(argc, argv);
 }

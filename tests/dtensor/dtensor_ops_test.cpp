@@ -5,7 +5,7 @@
 // mixing meshes is a clear error.
 #include "dtr/dtensor/dtensor_ops.h"
 #include "dtr/dtensor/sharding/rule_cache.h"
-#include "dtensor_op_check.h"
+#include "tests/support/dtensor_op_check.h"
 #include "dtr/tensor/ops/matmul.h"
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/softmax.h"

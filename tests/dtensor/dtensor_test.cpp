@@ -5,7 +5,7 @@
 #include "dtr/dtensor/redistribute.h"
 #include "dtr/mesh/debug_collectives.h"
 #include "dtr/mesh/device_mesh.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/reduce.h"
 
@@ -47,7 +47,7 @@ DTensor make_dtensor(const Tensor& full, const DeviceMesh& mesh, const Placement
   return DTensor::from_local(expected_local(full, mesh, placements).clone(), mesh, placements, {.shape = full.sizes()});
 }
 
-void require_close(const Tensor& got, const Tensor& expected) {
+void require_near(const Tensor& got, const Tensor& expected) {
   REQUIRE(got.sizes() == expected.sizes());
   auto g = values_of(got), e = values_of(expected);
   for (size_t i = 0; i < g.size(); ++i) REQUIRE(g[i] == Approx(e[i]).margin(1e-12));
@@ -81,14 +81,14 @@ void check_all_transitions(const DeviceMesh& mesh, const Shape& shape) {
       x.to_local().requires_grad_();
       DTensor y = x.redistribute(to);
       REQUIRE(y.placements() == to);
-      if (!y.spec().has_partial()) require_close(y.to_local(), expected_local(full, mesh, to));
+      if (!y.spec().has_partial()) require_near(y.to_local(), expected_local(full, mesh, to));
       Tensor y_full = y.full_tensor();
-      require_close(y_full, full);
+      require_near(y_full, full);
       sum(mul(y_full, weight)).backward();
       DTensor g = x.grad();
       REQUIRE(g.defined());
       REQUIRE(g.placements() == dtensor::gradient_placements(from));
-      require_close(g.full_tensor(), weight);
+      require_near(g.full_tensor(), weight);
     }
   }
 }
@@ -115,12 +115,12 @@ TEST_CASE("distribute_tensor keeps each rank's chunk, from every rank or from a 
   auto mesh = init_device_mesh(DeviceType::cpu, {n});
   const Tensor full = global_tensor({7, 3}, 5);
   DTensor d = distribute_tensor(full, mesh, {Shard(0)});
-  require_close(d.to_local(), expected_local(full, mesh, {Shard(0)}));
+  require_near(d.to_local(), expected_local(full, mesh, {Shard(0)}));
   REQUIRE(d.shape() == Shape{7, 3});
   // Only rank 0 has the data; the others pass zeros of the same shape.
   Tensor mine = me == 0 ? full : zeros({7, 3}, {.dtype = DType::f64});
   DTensor from_source = distribute_tensor(mine, mesh, {Shard(1)}, 0);
-  require_close(from_source.full_tensor(), full);
+  require_near(from_source.full_tensor(), full);
 }
 
 TEST_CASE("random DTensors equal the unsharded random tensor element for element") {
@@ -144,7 +144,7 @@ TEST_CASE("factories allocate only the local part, also on meta") {
   REQUIRE(meta.to_local().device().is_meta());
   REQUIRE(meta.to_local().sizes()[0] == shard_range(1000, n, distributed::rank()).length);
   DTensor o = DTensor::ones({3, 3}, mesh, {Partial()});
-  require_close(o.full_tensor(), ones({3, 3}));
+  require_near(o.full_tensor(), ones({3, 3}));
 }
 
 TEST_CASE("bad DTensors are clear errors: placement dims, placement counts, inconsistent local shapes") {

@@ -3,7 +3,7 @@
 // outputs, input gradients and parameter gradients (hidden sizes that split
 // unevenly, and with fewer features than ranks); other layouts; bad plans.
 #include "dtr/dtensor/redistribute.h"
-#include "dtensor_op_check.h"
+#include "tests/support/dtensor_op_check.h"
 #include "dtr/nn/activation.h"
 #include "dtr/nn/container.h"
 #include "dtr/nn/linear.h"

@@ -6,7 +6,7 @@
 // parameters FSDP's pre-backward already gathered.
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/activation_checkpoint.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/transformer.h"
@@ -14,17 +14,17 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/random.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
 using namespace dtr;
+using dtr::testing::kSeq;
 using dtr::testing::values_of;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 12;  // divisible by 1-4 ranks
-constexpr int64_t kSeq = 8;
+constexpr int64_t kCheckpointedBatch = 12;  // divisible by 1-4 ranks
 
 std::shared_ptr<nn::Transformer> make_model(DType dtype) {
   nn::TransformerConfig c;
@@ -64,7 +64,7 @@ Trained train(nn::Transformer& model, bool checkpoint, int steps, bool shard_inn
   auto root = fsdp::fully_shard(model);
   const mesh::ProcessGroupPtr& group = root.mesh().group(0);  // shared by every group (the default mesh)
   nn::optim::AdamW opt(model.parameters(), {.lr = 1e-2});
-  const int64_t local = kGlobalBatch / n;
+  const int64_t local = kCheckpointedBatch / n;
   Trained out;
   for (int step = 0; step < steps; ++step) {
     manual_seed(1000 + static_cast<uint64_t>(step));

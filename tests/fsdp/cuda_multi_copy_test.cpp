@@ -10,7 +10,7 @@
 // deterministic by construction (each element written once, from its source).
 #include "dtr/base/error.h"
 #include "dtr/fsdp/copy_batch.h"
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cuda/multi_copy.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"

@@ -5,7 +5,7 @@
 // the CPU (Eigen kernels: an independent implementation of every op). Same
 // losses, same final full parameters, and each rank's CUDA memory holds its
 // 1/N of the parameters.
-#include "../mpi/mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/dtensor/dtensor.h"
 #include "dtr/dtensor/dtensor_spec.h"
 #include "dtr/fsdp/fully_shard.h"

@@ -5,7 +5,7 @@
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/linear.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/transformer.h"
@@ -13,18 +13,19 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/reduce.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
 using namespace dtr;
+using dtr::testing::kGlobalBatch;
+using dtr::testing::kSeq;
 using dtr::testing::values_of;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 24, kSeq = 8;
 
 nn::TransformerConfig config(DType dtype = DType::f32) {
   nn::TransformerConfig c;

@@ -7,7 +7,7 @@
 #include "dtr/mesh/distributed.h"
 #include "dtr/mesh/process_group.h"
 #include "dtr/mesh/reduce_op.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/container.h"
 #include "dtr/nn/linear.h"
 #include "dtr/nn/optim/adamw.h"
@@ -23,7 +23,7 @@
 #include "dtr/tensor/ops/reduce.h"
 #include "dtr/tensor/random.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 

@@ -6,7 +6,7 @@
 // promise and the API's error cases are in fully_shard_features_test.cpp.
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/optim/clip_grad.h"
 #include "dtr/nn/simple_model.h"
@@ -15,17 +15,17 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/reduce.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
 using namespace dtr;
+using dtr::testing::kGlobalBatch;
+using dtr::testing::kSeq;
 using dtr::testing::values_of;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 24;  // divisible by 1-4 ranks and then by 2 micro-batches
-constexpr int64_t kSeq = 8;
 
 std::shared_ptr<nn::Transformer> make_transformer(uint64_t seed, DType dtype) {
   manual_seed(seed);

@@ -17,8 +17,8 @@
 #include "dtr/tensor/ops/reduce.h"
 #include "dtr/tensor/random.h"
 
-#include "mpi_test_util.h"
-#include "tiny_transformer.h"
+#include "tests/support/mpi_test_util.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
@@ -26,12 +26,12 @@
 #include <cmath>
 
 using namespace dtr;
+using dtr::testing::kGlobalBatch;
+using dtr::testing::kSeq;
 using dtr::testing::values_of;
 
 namespace {
 
-constexpr int64_t kGlobalBatch = 24;
-constexpr int64_t kSeq = 8;
 constexpr int64_t kVocab = 32;
 constexpr int64_t kDim = 16;
 
@@ -87,7 +87,7 @@ class PositionsModel : public nn::Module {
   std::shared_ptr<nn::Linear> head_;
 };
 
-std::shared_ptr<PositionsModel> make_model(bool checkpoint_blocks) {
+std::shared_ptr<PositionsModel> make_positions_model(bool checkpoint_blocks) {
   manual_seed(11);
   auto model = std::make_shared<PositionsModel>();
   if (checkpoint_blocks) {
@@ -111,7 +111,7 @@ Tensor loss_on_rows(nn::Module& model, int step, int64_t begin, int64_t end) {
   return add(ce, mul(out[1], Scalar(0.1)));
 }
 
-std::vector<double> train(nn::Module& model, int steps, int64_t begin, int64_t end) {
+std::vector<double> train_positions_model(nn::Module& model, int steps, int64_t begin, int64_t end) {
   nn::optim::AdamW opt(model.parameters(), {.lr = 1e-2});
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
@@ -127,14 +127,14 @@ std::vector<double> train(nn::Module& model, int steps, int64_t begin, int64_t e
 void require_fsdp_matches_one_process(bool checkpoint_blocks) {
   constexpr int kSteps = 5;
   const int n = distributed::world_size(), me = distributed::rank();
-  auto reference = make_model(/*checkpoint_blocks=*/false);
-  const std::vector<double> expected_losses = train(*reference, kSteps, 0, kGlobalBatch);
+  auto reference = make_positions_model(/*checkpoint_blocks=*/false);
+  const std::vector<double> expected_losses = train_positions_model(*reference, kSteps, 0, kGlobalBatch);
 
-  auto sharded = make_model(checkpoint_blocks);
+  auto sharded = make_positions_model(checkpoint_blocks);
   for (const nn::ModulePtr& block : sharded->blocks()) fsdp::fully_shard(*block);
   fsdp::fully_shard(*sharded);
   const int64_t local = kGlobalBatch / n;
-  std::vector<double> local_losses = train(*sharded, kSteps, me * local, (me + 1) * local);
+  std::vector<double> local_losses = train_positions_model(*sharded, kSteps, me * local, (me + 1) * local);
   for (int step = 0; step < kSteps; ++step) {
     Tensor global = full({1}, local_losses[step], {.dtype = DType::f64});
     distributed::world_group()->all_reduce(global, mesh::ReduceOp::avg())->wait();

@@ -4,7 +4,7 @@
 // smaller parameter peak than SHARD_GRAD_OP, which keeps parameters through backward.
 #include "dtr/fsdp/sharding_strategy.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/transformer.h"
 #include "dtr/tensor/allocator.h"

@@ -13,15 +13,15 @@
 // With the profiler off the same step records nothing and writes no file.
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/transformer.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/profiler.h"
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
-#include "../support/trace_check.h"
+#include "tests/support/trace_check.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -31,12 +31,12 @@
 #include <fstream>
 
 using namespace dtr;
+using dtr::testing::kSeq;
 namespace fs = std::filesystem;
 using dtr::testing::world;
 
 namespace {
 
-constexpr int64_t kSeq = 8;
 constexpr int kSteps = 2;
 
 std::shared_ptr<nn::Transformer> sharded_tiny_model() {
@@ -60,7 +60,7 @@ void train_step(nn::Module& model, nn::optim::Optimizer& opt, int step) {
   opt.zero_grad();
 }
 
-fs::path test_dir(const std::string& name) {
+fs::path trace_dir(const std::string& name) {
   fs::path dir = fs::current_path() / "profiler_tests" / fmt::format("{}_np{}", name, distributed::world_size());
   if (distributed::rank() == 0) {
     fs::remove_all(dir);
@@ -119,7 +119,7 @@ TEST_CASE("profiler trace of a 2-block FSDP model over 2 steps: valid nested JSO
   const int64_t reduce_scatters_per_step = communicates ? groups : 0;
   const mesh::ProcessGroupPtr fsdp_group = fsdp::fsdp_module(*model).mesh().group(0);
 
-  const fs::path dir = test_dir("fsdp_two_steps");
+  const fs::path dir = trace_dir("fsdp_two_steps");
   profiler::start({.path = (dir / "trace.json").string(), .print_summary = false});
   REQUIRE(profiler::running());
   fsdp_group->reset_stats();
@@ -203,7 +203,7 @@ TEST_CASE("profiler off: an FSDP training step records no event and writes no tr
   profiler::clear();
   auto model = sharded_tiny_model();
   nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
-  const fs::path dir = test_dir("off");
+  const fs::path dir = trace_dir("off");
   for (int step = 0; step < kSteps; ++step) train_step(*model, opt, step);
   CHECK(profiler::event_count() == 0);
   CHECK(profiler::events().empty());

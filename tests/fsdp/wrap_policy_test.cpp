@@ -5,12 +5,12 @@
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/fsdp/wrap_policy.h"
 #include "dtr/mesh/distributed.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/nn/optim/adamw.h"
 #include "dtr/nn/transformer.h"
 #include "dtr/tensor/ops/nn.h"
 
-#include "tiny_transformer.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 

@@ -9,7 +9,7 @@
 // cases mostly run on the wgmma path; further cases check which path ran (wgmma on the
 // shapes it accepts, mma.sync on those it declines) and run the shape table again with
 // the wgmma path switched off, so that both kernels are checked on every H100.
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cuda/gemm.h"
 #include "dtr/kernels/cuda/gemm_sm90.h"
 

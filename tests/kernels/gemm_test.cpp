@@ -5,6 +5,7 @@
 // the epilogue (bias row, GELU, pre-activation) against double references.
 #include "dtr/kernels/cpu/gemm.h"
 #include "dtr/kernels/cpu/parallel.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -17,11 +18,12 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::ThreadCount;
 using kernels::cpu::Transpose;
 
 namespace {
 
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kQuietNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Error bound per dtype, relative to sum_k |a_ik b_kj| * |alpha| + |beta c_ij| (the
 // magnitude of the reference's terms): one rounding on store (the unit roundoff of T)
@@ -59,7 +61,7 @@ struct Stored {
 
   Stored(int64_t r, int64_t c, int64_t pad, std::mt19937& rng) : rows(r), cols(c), ld(c + pad) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    data.assign(static_cast<size_t>(std::max<int64_t>(rows * ld, 1)), T(kNaN));
+    data.assign(static_cast<size_t>(std::max<int64_t>(rows * ld, 1)), T(kQuietNaN));
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j) data[i * ld + j] = T(dist(rng));
     }
@@ -135,7 +137,7 @@ std::vector<T> make_c(const Problem<T>& p, int64_t ldc, int64_t batch, std::mt19
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<T> c(static_cast<size_t>(std::max<int64_t>(batch * p.m * ldc, 1)), T(7.0f));
   for (int64_t e = 0; e < batch * p.m; ++e) {
-    for (int64_t j = 0; j < p.n; ++j) c[e * ldc + j] = p.beta == 0 ? T(kNaN) : T(dist(rng));
+    for (int64_t j = 0; j < p.n; ++j) c[e * ldc + j] = p.beta == 0 ? T(kQuietNaN) : T(dist(rng));
   }
   return c;
 }
@@ -157,12 +159,6 @@ void run_and_check(const Problem<T>& p, std::mt19937& rng, int64_t pad = 3) {
 constexpr Transpose kBoth[] = {Transpose::no, Transpose::yes};
 
 // Sets the kernel thread count for a scope.
-struct ThreadCount {
-  int saved = kernels::num_threads();
-  explicit ThreadCount(int n) { kernels::set_num_threads(n); }
-  ~ThreadCount() { kernels::set_num_threads(saved); }
-};
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("gemm matches a double triple loop for every size mix and transpose", "[gemm]",
@@ -198,7 +194,7 @@ TEMPLATE_TEST_CASE("gemm alpha and beta edge cases follow BLAS", "[gemm]", float
     run_and_check<T>({.m = 2, .n = 3, .k = 4, .alpha = 1, .beta = 0}, rng);
   }
   SECTION("alpha == 0 scales C and never reads A or B") {
-    const T nan_a[] = {T(kNaN), T(kNaN), T(kNaN), T(kNaN)};
+    const T nan_a[] = {T(kQuietNaN), T(kQuietNaN), T(kQuietNaN), T(kQuietNaN)};
     T c[] = {T(1.0f), T(-2.0f), T(0.5f), T(4.0f)};
     kernels::cpu::gemm<T>(Transpose::no, Transpose::no, 2, 2, 2, acc_t<T>(0), nan_a, 2, nan_a, 2,
                           acc_t<T>(2), c, 2);
@@ -208,7 +204,7 @@ TEMPLATE_TEST_CASE("gemm alpha and beta edge cases follow BLAS", "[gemm]", float
     CHECK(to_double(c[3]) == 8.0);
   }
   SECTION("k == 0 gives beta * C, and zeros when beta == 0") {
-    T c[] = {T(kNaN), T(kNaN), T(3.0f), T(kNaN)};
+    T c[] = {T(kQuietNaN), T(kQuietNaN), T(3.0f), T(kQuietNaN)};
     kernels::cpu::gemm<T>(Transpose::no, Transpose::no, 1, 2, 0, acc_t<T>(1), nullptr, 1, nullptr,
                           2, acc_t<T>(0), c, 3);
     CHECK(to_double(c[0]) == 0.0);
@@ -244,8 +240,8 @@ TEMPLATE_TEST_CASE("gemm_batched with strided and broadcast (stride 0) operands"
         }
         const int64_t sa = stride_zero == 0 ? 0 : a_rows * (a_cols + pad) + 5;
         const int64_t sb = stride_zero == 1 ? 0 : b_rows * (b_cols + pad) + 5;
-        std::vector<T> a_all(batch * (a_rows * (a_cols + pad) + 5), T(kNaN));
-        std::vector<T> b_all(batch * (b_rows * (b_cols + pad) + 5), T(kNaN));
+        std::vector<T> a_all(batch * (a_rows * (a_cols + pad) + 5), T(kQuietNaN));
+        std::vector<T> b_all(batch * (b_rows * (b_cols + pad) + 5), T(kQuietNaN));
         for (int64_t i = 0; i < batch; ++i) {
           if (sa != 0) std::copy(as[i].data.begin(), as[i].data.end(), a_all.begin() + i * sa);
           if (sb != 0) std::copy(bs[i].data.begin(), bs[i].data.end(), b_all.begin() + i * sb);
@@ -276,7 +272,7 @@ TEMPLATE_TEST_CASE("half-type gemm accumulates in f32", "[gemm]", bf16, f16) {
   // (256 + 1 rounds back to 256), f16 at 2048. Both results are exact in T.
   const int64_t k = std::is_same_v<T, bf16> ? 300 : 3000;
   const std::vector<T> ones(k, T(1.0f));
-  T c = T(kNaN);
+  T c = T(kQuietNaN);
   kernels::cpu::gemm<T>(Transpose::no, Transpose::no, 1, 1, k, 1.0f, ones.data(), k, ones.data(), 1,
                         0.0f, &c, 1);
   CHECK(to_double(c) == static_cast<double>(k));
@@ -362,7 +358,7 @@ std::pair<std::vector<T>, std::vector<T>> run_epilogue(const Problem<T>& p, kern
   const Stored<T> bias(1, p.n, 0, rng);
   std::vector<T> c = make_c(p, p.n, kBatch, rng);
   const std::vector<T> before = c;
-  std::vector<T> pre(c.size(), T(kNaN));
+  std::vector<T> pre(c.size(), T(kQuietNaN));
   {
     ThreadCount count(threads);
     kernels::cpu::gemm_batched<T>(kBatch, p.ta, p.tb, p.m, p.n, p.k, acc_t<T>(p.alpha), a.data.data(), a.ld,

@@ -1,7 +1,7 @@
 // DeviceMesh at world sizes 1-4: coordinates, per-dim groups, sub-meshes and
 // flattening against the row-major layout worked out by hand; bad shapes and names.
 #include "dtr/mesh/device_mesh.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 
 #include <catch2/catch.hpp>
 
@@ -110,7 +110,7 @@ TEST_CASE("ranks asking for different meshes get an error, not a hang") {
 
 TEST_CASE("on one host every rank is on host 0, and init_hsdp_mesh is (1, world size)") {
   if (distributed::num_hosts() > 1) {
-    WARN("several hosts: tests/cluster/topology_probe.cpp checks the hosts there");
+    WARN("several hosts: tests/mesh/topology_probe.cpp checks the hosts there");
     return;
   }
   const int n = distributed::world_size();

@@ -5,8 +5,8 @@
 // number of ranks on one GPU). Rank r contributes values computed from r, so
 // every expected result is a closed form evaluated here, independently of the
 // code under test; results are read back on the host after wait().
-#include "../mpi/collective_expectations.h"
-#include "../mpi/mpi_test_util.h"
+#include "tests/support/collective_expectations.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/mesh/debug_collectives.h"
 #include "dtr/mesh/process_group.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"

@@ -3,8 +3,8 @@
 // form evaluated here, independently of the code under test.
 #include "dtr/mesh/debug_collectives.h"
 #include "dtr/mesh/process_group.h"
-#include "collective_expectations.h"
-#include "mpi_test_util.h"
+#include "tests/support/collective_expectations.h"
+#include "tests/support/mpi_test_util.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Run across the simulated cluster by tests/cluster/topology_test.sh: checks what
+// Run across the simulated cluster by tests/mesh/topology_test.sh: checks what
 // the ranks learn about their hosts (distributed::num_hosts, host_of, host_name)
 // against how mpirun placed them, and the HSDP mesh built from it.
 //   topology_probe HOSTS blocks        ranks fill one host after another (--map-by slot):

@@ -12,9 +12,9 @@ probe=$1
 export DTR_CLUSTER_MIN_BYTES=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$here/on_cluster.sh" 2 4 "$probe" 2 blocks
+"$here/../cluster/on_cluster.sh" 2 4 "$probe" 2 blocks
 rc=0
-"$here/on_cluster.sh" 2 4 --map-by node "$probe" 2 round-robin >"$out" 2>&1 || rc=$?
+"$here/../cluster/on_cluster.sh" 2 4 --map-by node "$probe" 2 round-robin >"$out" 2>&1 || rc=$?
 cat "$out"
 [[ $rc -eq 77 ]] && exit 77
 [[ $rc -eq 0 ]] || { echo "FAIL: the round-robin run failed (exit $rc)" >&2; exit 1; }

@@ -11,7 +11,7 @@
 // coefficients differ in their last double bits): relative 2^-23 for f32, 2^-7
 // bf16, 2^-10 f16, 1e-15 f64. scale_grads_ with the same coefficient is bitwise.
 #include "dtr/base/error.h"
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cuda/grad_norm.h"
 #include "dtr/nn/optim/clip_grad.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"

@@ -9,7 +9,7 @@
 // kernel entry points (CUDA kernel vs CPU kernel, bitwise); run-to-run determinism;
 // and the errors for bad input.
 #include "dtr/base/error.h"
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cpu/adamw.h"
 #include "dtr/kernels/cuda/adamw.h"
 #include "dtr/kernels/cuda/sgd.h"

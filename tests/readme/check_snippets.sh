@@ -35,8 +35,9 @@ count=$(ls "$scratch/src" | wc -l)
     echo "target_link_libraries($name PRIVATE dtr::dtr)"
   done
 } >"$scratch/CMakeLists.txt"
-cmake -S "$scratch" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release \
-  >/dev/null
+# Unoptimised (-O0, no build type): the snippets are compiled and linked, never run.
+cmake -S "$scratch" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE= \
+  -DCMAKE_CXX_FLAGS=-O0 >/dev/null
 if ! cmake --build "$scratch/build" -- -k 0 >"$scratch/build.log" 2>&1; then
   grep -E "error|snippet_[0-9]+" "$scratch/build.log" | grep -E "error" | head -20
   echo "FAIL: README.md snippets that do not compile (snippet_<line>: its first line in README.md); sources in $scratch/src" >&2

@@ -1,3 +1,4 @@
-// The one translation unit that holds Catch2's main().
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// main() of the one-process test executables.
+#include "tests/support/catch_session.h"
+
+int main(int argc, char** argv) { return dtr::testing::run_catch_session(argc, argv); }

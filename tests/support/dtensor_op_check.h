@@ -6,7 +6,7 @@
 
 #include "dtr/dtensor/dtensor.h"
 #include "dtr/mesh/device_mesh.h"
-#include "mpi_test_util.h"
+#include "tests/support/mpi_test_util.h"
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/reduce.h"
 

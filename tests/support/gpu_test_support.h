@@ -1,4 +1,4 @@
-// Helpers shared by the single-GPU tests (tests/gpu/*.cpp), which check the cuda
+// Helpers shared by the single-GPU tests (tests/<layer>/cuda_*_test.cpp), which check the cuda
 // ops against the same ops on the cpu: the two devices, dtype lists and names,
 // random cpu inputs, values and bits read back to the host, the relative error of
 // a result, the output-rounding tolerances, a fresh seed per test case, and a scope

@@ -15,6 +15,11 @@
 
 namespace dtr::testing {
 
+// The global batch of the tests that train the tiny model (rows; divisible by 1-4
+// ranks and then by 2 micro-batches) and its sequence length.
+inline constexpr int64_t kGlobalBatch = 24;
+inline constexpr int64_t kSeq = 8;
+
 // vocab 32, dim 16, 2 layers, 2 heads, llama style: hidden = round_up(2 * 64 / 3, 32) = 64.
 inline nn::TransformerConfig tiny_config(DType dtype = DType::f32, Device device = Device::cpu()) {
   nn::TransformerConfig c;

@@ -13,6 +13,7 @@
 #include "dtr/tensor/ops/softmax.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -22,20 +23,10 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
+using dtr::testing::check_close;
 
 namespace {
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(DType::f64).contiguous().to_vector<double>();
-}
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    CHECK(got[i] == Approx(want[i]).epsilon(tol).margin(tol));
-  }
-}
 
 // Attention of row-major q [B, Hq, T, D], k and v [B, Hkv, S, D], in double.
 std::vector<double> attention_reference(const Tensor& qt, const Tensor& kt, const Tensor& vt,

@@ -8,7 +8,7 @@
 // 1e-5 (f32, bf16, f16: the f32 transcendentals differ by a few ulp and the
 // gradient formulas chain several of them) or 1e-12 (f64), and k = 3 roundings of
 // the output type (2^-7 bf16, 2^-10 f16; 0 for f32 and f64).
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"
 

@@ -25,7 +25,7 @@
 // cuda backward sees out rounded to the dtype (the cpu one keeps it in f32), and the
 // tensor-core kernels round P and dS to the dtype before their products.
 #include "dtr/base/error.h"
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cpu/attention.h"
 #include "dtr/kernels/cuda/attention.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"

@@ -22,7 +22,7 @@
 //             5e-6 and r one output rounding (2^-7, 2^-10); s = 2^-24 (one f16
 //             subnormal step) for f16, else 0.
 // Inputs are fresh random values each run (the seed is printed on failure).
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"

@@ -11,7 +11,7 @@
 // 4 ulp (exp, log, sin, cos, tanh), 8 ulp (sigmoid, silu: one more rounding after
 // exp), 16 ulp (pow, gelu_erf) and 64 ulp (gelu_tanh: exp(-2u) scales the rounding
 // of u by up to |2u| ~ 25 on [-6, 6]); bf16/f16 results, rounded from float, by 1 ulp.
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"

@@ -13,7 +13,7 @@
 // tokens with a stable counting pass; the CUDA kernel uses a stable radix sort),
 // so every dtype must match the CPU bit for bit. Inputs are fresh random values
 // each run (the seed is printed on failure).
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"
 #include "dtr/tensor/factory.h"

@@ -7,7 +7,7 @@
 // backward, on every GEMM path. Inputs are fresh random numbers each run (the seed is printed on
 // failure). Both devices accumulate in f32 but in different orders, so results
 // agree within ||gpu - cpu|| / ||cpu|| <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16).
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cuda/gemm.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/factory.h"

@@ -17,7 +17,7 @@
 // type (2^-7 bf16, 2^-10 f16, 0 for f32 and f64), taken of max(|cpu|, 2^-14) since
 // below f16's smallest normal 2^-14 one rounding is an absolute 2^-24.
 #include "dtr/base/error.h"
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/kernels/cpu/norm.h"
 #include "dtr/kernels/cuda/norm.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"

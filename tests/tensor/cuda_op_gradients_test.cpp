@@ -10,7 +10,7 @@
 // 4e-3 (f16), a few roundings of the element type for the half types (every op of a
 // backward formula rounds its result), in norm so that a value that rounds the other way
 // at a tie on one device does not decide.
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/matmul.h"

@@ -9,7 +9,7 @@
 // the error bound of two different summation orders:
 // |gpu - cpu| <= acc_rtol * sum|x| + out_rtol * |cpu| (acc_rtol from the
 // accumulation type, out_rtol one rounding of the output type).
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"

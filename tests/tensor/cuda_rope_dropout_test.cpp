@@ -19,7 +19,7 @@
 // rounding of the output type (f32 included: the double values may straddle a
 // rounding boundary).
 #include "dtr/base/error.h"
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/dropout.h"

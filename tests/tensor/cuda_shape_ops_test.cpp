@@ -7,7 +7,7 @@
 // Tolerance: none. The forwards and backwards are copies (Tensor::copy_ on the
 // strided copy kernel) and zero fills, and the gradient of a value used once is
 // accumulated as 0 + g, so everything must match the CPU bit for bit.
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/autograd/engine.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"
 #include "dtr/tensor/factory.h"

@@ -1,7 +1,7 @@
 // CUDA tensors: host<->device copies (contiguous, strided, converting), fill and
 // arange on the device, all checked against values computed on the CPU; the
 // device's rounding to bf16 against Eigen's, bit for bit, over every class of float.
-#include "gpu_test_support.h"
+#include "tests/support/gpu_test_support.h"
 #include "dtr/tensor/allocator.h"
 #include "dtr/tensor/cuda/cuda_allocator.h"
 #include "dtr/tensor/cuda/cuda_runtime.h"

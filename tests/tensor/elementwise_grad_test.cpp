@@ -10,6 +10,7 @@
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 using testing::gradcheck;
 
 namespace {
@@ -71,8 +73,6 @@ Tensor grad_of(const Tensor& leaf, const Tensor& out, const Tensor& grad_out) {
   return leaf.grad();
 }
 
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).contiguous().to_vector<double>(); }
-
 }  // namespace
 
 TEST_CASE("gradcheck of every unary op on contiguous and non-contiguous inputs", "[autograd][elementwise]") {
@@ -122,7 +122,7 @@ TEST_CASE("gelu gradients hold at 0, near 0 and in both tails", "[autograd][elem
   // gelu'(0) = 0.5 for both; exact formula at 1: Phi(1) + phi(1).
   Tensor y = from_vector<double>({0, 1}).requires_grad_();
   Tensor g = grad_of(y, gelu(y), ones({2}, kF64));
-  std::vector<double> gv = values(g);
+  std::vector<double> gv = values_of(g);
   const double phi1 = std::exp(-0.5) / std::sqrt(2 * 3.14159265358979323846);
   const double cdf1 = 0.5 * std::erfc(-1 / std::sqrt(2.0));
   CHECK(gv[0] == Approx(0.5).margin(1e-15));
@@ -220,24 +220,24 @@ TEST_CASE("gradcheck of where with broadcasting, and cond gets no edge", "[autog
   Tensor y = where(from_vector<uint8_t>({1, 0, 1}), a, b);
   REQUIRE(y.grad_fn()->next_edges().size() == 2);
   y.backward(from_vector<double>({1, 2, 3}));
-  CHECK(values(a.grad()) == std::vector<double>{1, 0, 3});
-  CHECK(values(b.grad()) == std::vector<double>{2});
+  CHECK(values_of(a.grad()) == std::vector<double>{1, 0, 3});
+  CHECK(values_of(b.grad()) == std::vector<double>{2});
 }
 
 TEST_CASE("non-differentiable points follow PyTorch: relu and abs at 0, pow at 0", "[autograd][elementwise]") {
   Tensor x = from_vector<double>({-2, 0, 3}).requires_grad_();
   Tensor g = from_vector<double>({1, 1, 1});
-  CHECK(values(grad_of(x, relu(x), g)) == std::vector<double>{0, 0, 1});
-  CHECK(values(grad_of(x, abs(x), g)) == std::vector<double>{-1, 0, 1});
+  CHECK(values_of(grad_of(x, relu(x), g)) == std::vector<double>{0, 0, 1});
+  CHECK(values_of(grad_of(x, abs(x), g)) == std::vector<double>{-1, 0, 1});
   // d/dx x^2 at 0 is 0; d/dx x^0 is 0 everywhere (even at 0).
-  CHECK(values(grad_of(x, pow(x, 2), g)) == std::vector<double>{-4, 0, 6});
-  CHECK(values(grad_of(x, pow(x, 0), g)) == std::vector<double>{0, 0, 0});
+  CHECK(values_of(grad_of(x, pow(x, 2), g)) == std::vector<double>{-4, 0, 6});
+  CHECK(values_of(grad_of(x, pow(x, 0), g)) == std::vector<double>{0, 0, 0});
   // d/db 0^b is 0 for b >= 0 (not NaN from 0 * log 0); 2^b gives 2^b log 2.
   Tensor base = from_vector<double>({0, 0, 2}).requires_grad_();
   Tensor expo = from_vector<double>({0, 1.5, 3}).requires_grad_();
   pow(base, expo).backward(g);
-  CHECK(values(expo.grad()) == std::vector<double>{0, 0, 8 * std::log(2.0)});
-  CHECK(values(base.grad()) == std::vector<double>{0, 0, 12});
+  CHECK(values_of(expo.grad()) == std::vector<double>{0, 0, 8 * std::log(2.0)});
+  CHECK(values_of(base.grad()) == std::vector<double>{0, 0, 12});
 }
 
 TEST_CASE("maximum and minimum split the gradient evenly between tied inputs", "[autograd][elementwise]") {
@@ -245,21 +245,21 @@ TEST_CASE("maximum and minimum split the gradient evenly between tied inputs", "
   Tensor b = from_vector<double>({1, 5, 0, 4}).requires_grad_();
   Tensor g = from_vector<double>({2, 4, 6, 8});
   maximum(a, b).backward(g);
-  CHECK(values(a.grad()) == std::vector<double>{1, 0, 6, 4});
-  CHECK(values(b.grad()) == std::vector<double>{1, 4, 0, 4});
+  CHECK(values_of(a.grad()) == std::vector<double>{1, 0, 6, 4});
+  CHECK(values_of(b.grad()) == std::vector<double>{1, 4, 0, 4});
   a.set_grad(Tensor());
   b.set_grad(Tensor());
   minimum(a, b).backward(g);
-  CHECK(values(a.grad()) == std::vector<double>{1, 4, 0, 4});
-  CHECK(values(b.grad()) == std::vector<double>{1, 0, 6, 4});
+  CHECK(values_of(a.grad()) == std::vector<double>{1, 4, 0, 4});
+  CHECK(values_of(b.grad()) == std::vector<double>{1, 0, 6, 4});
   // The same tensor on both sides: the halves add up to the whole gradient.
-  CHECK(values(grad_of(a, maximum(a, a), g)) == std::vector<double>{2, 4, 6, 8});
+  CHECK(values_of(grad_of(a, maximum(a, a), g)) == std::vector<double>{2, 4, 6, 8});
   // A tie with a broadcast scalar: the scalar gets the sum of its halves.
   Tensor s = from_vector<double>({2}).view({}).requires_grad_();
   a.set_grad(Tensor());
   maximum(a, s).backward(g);
-  CHECK(values(a.grad()) == std::vector<double>{0, 2, 6, 8});
-  CHECK(values(s.grad()) == std::vector<double>{2 + 4 * 0.5});
+  CHECK(values_of(a.grad()) == std::vector<double>{0, 2, 6, 8});
+  CHECK(values_of(s.grad()) == std::vector<double>{2 + 4 * 0.5});
 }
 
 TEST_CASE("a chain silu(x * w + b) matches gradients written out by hand", "[autograd][elementwise]") {
@@ -288,9 +288,9 @@ TEST_CASE("a chain silu(x * w + b) matches gradients written out by hand", "[aut
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-13));
   };
-  close(values(x.grad()), gx);
-  close(values(w.grad()), gw);
-  close(values(b.grad()), {gb});
+  close(values_of(x.grad()), gx);
+  close(values_of(w.grad()), gw);
+  close(values_of(b.grad()), {gb});
   CHECK(w.grad().sizes() == Shape{3});
   CHECK(b.grad().sizes() == Shape{});
 }
@@ -300,7 +300,7 @@ TEST_CASE("gradients of bf16 and f32 forwards have the input dtype and close val
   // f64 reference of d/dx sum(gelu(x) * x + sigmoid(x) / 3 + silu(x) * x).
   Tensor ref = from_vector<double>(xv).requires_grad_();
   (gelu(ref) * ref + sigmoid(ref) / 3 + silu(ref) * ref).backward(ones({5}, kF64));
-  const std::vector<double> want = values(ref.grad());
+  const std::vector<double> want = values_of(ref.grad());
   for (DType dtype : {DType::bf16, DType::f32, DType::f16}) {
     INFO(fmt::format("{}", dtype));
     Tensor x = from_vector<double>(xv).to(dtype).detach().requires_grad_();
@@ -309,7 +309,7 @@ TEST_CASE("gradients of bf16 and f32 forwards have the input dtype and close val
     y.backward(ones({5}, {.dtype = dtype}));
     REQUIRE(x.grad().dtype() == dtype);
     const double tol = dtype == DType::f32 ? 1e-5 : 3e-2;
-    std::vector<double> got = values(x.grad().to(DType::f64));
+    std::vector<double> got = values_of(x.grad().to(DType::f64));
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(tol).margin(tol));
   }
 }
@@ -328,7 +328,7 @@ TEST_CASE("cast records a backward that returns the gradient in the source dtype
   Tensor h = from_vector<float>({1.0F, 2.0F}).to(DType::bf16).detach().requires_grad_();
   square(cast(h, DType::f32)).backward(ones({2}));
   REQUIRE(h.grad().dtype() == DType::bf16);
-  CHECK(values(h.grad().to(DType::f64)) == std::vector<double>{2, 4});
+  CHECK(values_of(h.grad().to(DType::f64)) == std::vector<double>{2, 4});
   // A cast to an integer dtype gives a tensor that does not require grad.
   Tensor n = cast(x, DType::i64);
   CHECK_FALSE(n.requires_grad());
@@ -387,7 +387,7 @@ TEST_CASE("saved tensors are freed after backward and guarded against in-place w
   z.backward(g);
   x.set_grad(Tensor());
   z.backward(g);
-  CHECK(values(x.grad()) == std::vector<double>{1, 1, 1});
+  CHECK(values_of(x.grad()) == std::vector<double>{1, 1, 1});
 }
 
 TEST_CASE("in-place ops refuse tensors that require grad on either side", "[autograd][elementwise]") {
@@ -396,10 +396,10 @@ TEST_CASE("in-place ops refuse tensors that require grad on either side", "[auto
   CHECK_THROWS_WITH(add_(x, 1), Catch::Contains("add_: in-place write to a tensor that requires grad"));
   CHECK_THROWS_WITH(mul_(x * 2, plain), Catch::Contains("mul_: in-place write to a tensor that requires grad"));
   CHECK_THROWS_WITH(add_(plain, x), Catch::Contains("add_: the operand of shape [3] requires grad"));
-  CHECK(values(plain) == std::vector<double>{0, 0, 0});
+  CHECK(values_of(plain) == std::vector<double>{0, 0, 0});
   NoGradGuard no_grad;
   add_(plain, x, 2);  // fine without grad mode (an optimizer step)
-  CHECK(values(plain) == values(x * 2));
+  CHECK(values_of(plain) == values_of(x * 2));
 }
 
 // The activations' one-pass gradient kernels against their derivatives written out
@@ -453,8 +453,8 @@ TEST_CASE("activation gradients match f64 derivatives in every dtype, in the tai
       REQUIRE_FALSE(upstream.is_contiguous());
       cs.f(x).backward(upstream);
       REQUIRE(x.grad().dtype() == dtype);
-      const std::vector<double> got = values(x.grad().to(DType::f64));
-      const std::vector<double> x_stored = values(x.detach().to(DType::f64));  // x as rounded to dtype
+      const std::vector<double> got = values_of(x.grad().to(DType::f64));
+      const std::vector<double> x_stored = values_of(x.detach().to(DType::f64));  // x as rounded to dtype
       // Relative error: the f32 math (a few ulp, more where tanh or the exp of the
       // gelus amplify it) plus half an ulp of the stored dtype. A gradient read from
       // the stored output (1 - y² for tanh, y (1 - y) for sigmoid) also carries y's

@@ -15,6 +15,7 @@
 #include "dtr/tensor/ops/softmax.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -25,6 +26,7 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 
 namespace {
 
@@ -39,9 +41,7 @@ Tensor random64(const Shape& shape, uint64_t seed) {
 Tensor leaf(const Tensor& t) { return t.detach().requires_grad_(); }
 Tensor leaf(const Shape& shape, uint64_t seed) { return leaf(random64(shape, seed)); }
 
-std::vector<double> values(const Tensor& t) { return t.contiguous().to_vector<double>(); }
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+void check_grad_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i);
@@ -97,7 +97,7 @@ TEST_CASE("the gradient of a transposed matrix operand comes back in its layout"
   REQUIRE(gw_t.sizes() == Shape{4, 5});
   CHECK(gw_t.strides() == Shape{1, 4});
   CHECK(gw_t.t().is_contiguous());
-  const std::vector<double> xv = values(x), gv = values(g), got = values(gw_t);
+  const std::vector<double> xv = values_of(x), gv = values_of(g), got = values_of(gw_t);
   for (int i = 0; i < 4; ++i) {
     for (int o = 0; o < 5; ++o) {
       double want = 0;  // sum over the 6 rows of x[r, i] g[r, o]
@@ -110,7 +110,7 @@ TEST_CASE("the gradient of a transposed matrix operand comes back in its layout"
   Tensor h = random64({3, 2}, 6);
   std::vector<Tensor> mm_grads = mm(a, b).grad_fn()->apply({h});
   CHECK(mm_grads[0].strides() == Shape{1, 3});
-  const std::vector<double> bv = values(b), hv = values(h), ga = values(mm_grads[0]);
+  const std::vector<double> bv = values_of(b), hv = values_of(h), ga = values_of(mm_grads[0]);
   for (int m = 0; m < 3; ++m) {
     for (int k = 0; k < 6; ++k) {
       const double want = hv[m * 2] * bv[k * 2] + hv[m * 2 + 1] * bv[k * 2 + 1];
@@ -144,7 +144,7 @@ TEST_CASE("addmm gradients cover the broadcast of c and the beta and alpha scale
   // beta == 0: c's values are ignored, so its gradient is zero.
   Tensor c = leaf({3, 5}, 1), a = leaf({3, 4}, 2), b = leaf({4, 5}, 3);
   addmm(c, a, b, 0, 3).backward(ones({3, 5}, {.dtype = DType::f64}));
-  CHECK(values(c.grad()) == std::vector<double>(15, 0.0));
+  CHECK(values_of(c.grad()) == std::vector<double>(15, 0.0));
   CHECK(a.grad().sizes() == Shape{3, 4});
 }
 
@@ -156,12 +156,12 @@ TEST_CASE("matmul gives a gradient only to the operands that require one", "[aut
   CHECK(out.grad_fn()->name() == "MatmulBackward");
   out.backward(ones({2, 2}, {.dtype = DType::f64}));
   // grad_a = g . b^T with g all ones: each row is (5 + 6, 7 + 8).
-  CHECK(values(a.grad()) == std::vector<double>{11, 15, 11, 15});
+  CHECK(values_of(a.grad()) == std::vector<double>{11, 15, 11, 15});
   CHECK_FALSE(b.grad().defined());
   // 1-D . 1-D: the gradient of a dot product is the other vector.
   Tensor u = from_vector<double>({1, 2, 3}).requires_grad_(), w = from_vector<double>({4, 5, 6});
   matmul(u, w).backward();
-  CHECK(values(u.grad()) == std::vector<double>{4, 5, 6});
+  CHECK(values_of(u.grad()) == std::vector<double>{4, 5, 6});
   {
     NoGradGuard no_grad;
     CHECK_FALSE(matmul(a, b).requires_grad());
@@ -185,7 +185,7 @@ TEST_CASE("sum and mean gradients over the whole tensor and dim lists, keepdim b
   // Hand-checked: mean over dim 1 of a [2, 3] spreads g / 3 along each row.
   Tensor y = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
   mean(y, {1}).backward(from_vector<double>({3, 6}));
-  CHECK(values(y.grad()) == std::vector<double>{1, 1, 1, 2, 2, 2});
+  CHECK(values_of(y.grad()) == std::vector<double>{1, 1, 1, 2, 2, 2});
   Tensor s = scalar_tensor(2.5, DType::f64).requires_grad_();  // 0-d, dim 0 reduces nothing
   sum(s, {0}).backward();
   CHECK(s.grad().item() == 1.0);
@@ -207,33 +207,33 @@ TEST_CASE("max and min over a dim send the gradient to the first tied extreme", 
   Tensor m = max(t, 1);
   CHECK(m.grad_fn()->name() == "MaxDimBackward");
   m.backward(from_vector<double>({10, 20}));
-  CHECK(values(t.grad()) == std::vector<double>{0, 10, 0, 20, 0, 0});
+  CHECK(values_of(t.grad()) == std::vector<double>{0, 10, 0, 20, 0, 0});
   t.set_grad(Tensor());
   // Column minima: col 0 -> row 0 (1 < 2), col 1 -> row 1 (2 < 3), col 2 -> row 1 (1 < 3).
   min(t, 0, /*keepdim=*/true).backward(from_vector<double>({1, 2, 3}, {1, 3}));
-  CHECK(values(t.grad()) == std::vector<double>{1, 0, 0, 0, 2, 3});
+  CHECK(values_of(t.grad()) == std::vector<double>{1, 0, 0, 0, 2, 3});
   Tensor ties = from_vector<double>({4, 1, 4, 1}, {2, 2}).requires_grad_();
   min(ties, 0).backward(from_vector<double>({5, 7}));
-  CHECK(values(ties.grad()) == std::vector<double>{5, 7, 0, 0});
+  CHECK(values_of(ties.grad()) == std::vector<double>{5, 7, 0, 0});
   ties.set_grad(Tensor());
   max(ties, -1, true).backward(from_vector<double>({5, 7}, {2, 1}));
-  CHECK(values(ties.grad()) == std::vector<double>{5, 0, 7, 0});
+  CHECK(values_of(ties.grad()) == std::vector<double>{5, 0, 7, 0});
 }
 
 TEST_CASE("whole-tensor max and min split the gradient evenly among ties", "[autograd][reduce]") {
   Tensor t = from_vector<double>({1, 5, 5, 2, 5}).requires_grad_();
   max(t).backward();
-  check_close(values(t.grad()), {0, 1.0 / 3, 1.0 / 3, 0, 1.0 / 3});
+  check_grad_close(values_of(t.grad()), {0, 1.0 / 3, 1.0 / 3, 0, 1.0 / 3});
   Tensor u = from_vector<double>({2, 1, 1, 3}, {2, 2}).requires_grad_();
   Tensor m = min(u);
   CHECK(m.grad_fn()->name() == "MinBackward");
   m.backward(scalar_tensor(6.0, DType::f64));
-  CHECK(values(u.grad()) == std::vector<double>{0, 3, 3, 0});
+  CHECK(values_of(u.grad()) == std::vector<double>{0, 3, 3, 0});
   // A NaN maximum: the gradient goes to the NaNs.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor v = from_vector<double>({1, nan, 3, nan}).requires_grad_();
   max(v).backward();
-  CHECK(values(v.grad()) == std::vector<double>{0, 0.5, 0, 0.5});
+  CHECK(values_of(v.grad()) == std::vector<double>{0, 0.5, 0, 0.5});
   Tensor x = leaf(random64({4, 3}, 9).t());
   CHECK(testing::gradcheck([](const Inputs& in) { return max(in[0]); }, {x}) == "");
   CHECK(testing::gradcheck([](const Inputs& in) { return min(in[0]); }, {x}) == "");
@@ -295,7 +295,7 @@ TEST_CASE("a two-layer MLP log-likelihood has the hand-derived gradients", "[aut
   loss.backward();
 
   // The same by hand, in plain loops.
-  const std::vector<double> X = values(x), W1 = values(w1), B1 = values(b1), W2 = values(w2), B2 = values(b2);
+  const std::vector<double> X = values_of(x), W1 = values_of(w1), B1 = values_of(b1), W2 = values_of(w2), B2 = values_of(b2);
   std::vector<double> H(n * hidden), P(n * classes);
   double L = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -339,10 +339,10 @@ TEST_CASE("a two-layer MLP log-likelihood has the hand-derived gradients", "[aut
     }
   }
   CHECK(loss.item() == Approx(L).epsilon(1e-12));
-  check_close(values(w1.grad()), dW1);
-  check_close(values(b1.grad()), dB1);
-  check_close(values(w2.grad()), dW2);
-  check_close(values(b2.grad()), dB2);
+  check_grad_close(values_of(w1.grad()), dW1);
+  check_grad_close(values_of(b1.grad()), dB1);
+  check_grad_close(values_of(w2.grad()), dW2);
+  check_grad_close(values_of(b2.grad()), dB2);
 }
 
 TEST_CASE("saved tensors are freed by backward and a second backward is a clear error", "[autograd][matmul][softmax]") {
@@ -366,11 +366,11 @@ TEST_CASE("saved tensors are freed by backward and a second backward is a clear 
   Tensor y = leaf({3, 4}, 32);
   Tensor out = max(log_softmax(y, 0), 1);
   out.backward(ones({3}, {.dtype = DType::f64}), /*retain_graph=*/true);
-  const std::vector<double> first = values(y.grad());
+  const std::vector<double> first = values_of(y.grad());
   out.backward(ones({3}, {.dtype = DType::f64}));
   std::vector<double> doubled = first;
   for (double& v : doubled) v *= 2;
-  check_close(values(y.grad()), doubled);
+  check_grad_close(values_of(y.grad()), doubled);
 }
 
 TEST_CASE("linear matches x W^T + b and passes gradcheck", "[autograd][matmul]") {

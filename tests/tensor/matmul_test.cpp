@@ -4,6 +4,7 @@
 // addmm's beta/alpha, meta inputs, and each error message.
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/matmul.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -14,12 +15,11 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 
 namespace {
 
 // t's elements in row-major order, as doubles.
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-
 // A tensor of `shape` with values uniform in [-1, 1] (drawn in double, then converted).
 Tensor random(const Shape& shape, DType dtype = DType::f64, uint32_t seed = 1) {
   std::mt19937 rng(seed);
@@ -47,7 +47,7 @@ Expected reference_matmul(const Tensor& a, const Tensor& b) {
   std::copy(as.begin(), as.end() - 2, a_batch.end() - static_cast<int64_t>(as.size() - 2));
   std::copy(bs.begin(), bs.end() - 2, b_batch.end() - static_cast<int64_t>(bs.size() - 2));
   for (size_t d = 0; d < nb; ++d) batch[d] = a_batch[d] == 1 ? b_batch[d] : a_batch[d];
-  const std::vector<double> av = values(a), bv = values(b);
+  const std::vector<double> av = values_of(a), bv = values_of(b);
   Expected out;
   int64_t count = 1;
   for (int64_t s : batch) count *= s;
@@ -95,7 +95,7 @@ double tolerance(DType dtype, int64_t k) {
 // got equals the reference in shape and, element by element, within tolerance.
 void check_matches(const Tensor& got, const Expected& expected, int64_t k) {
   REQUIRE(got.sizes() == expected.shape);
-  const std::vector<double> g = values(got);
+  const std::vector<double> g = values_of(got);
   const double tol = tolerance(got.dtype(), k);
   int64_t bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -236,7 +236,7 @@ TEST_CASE("addmm returns beta * c + alpha * a.b with c broadcast", "[matmul]") {
   // c as a full matrix, a row (bias) and a column.
   for (const Shape& c_shape : {Shape{4, 3}, Shape{3}, Shape{4, 1}, Shape{}}) {
     const Tensor c = random(c_shape, DType::f64, 42);
-    const std::vector<double> cv = values(c.expand({4, 3}).contiguous());
+    const std::vector<double> cv = values_of(c.expand({4, 3}).contiguous());
     Expected expected = ab;
     for (size_t i = 0; i < expected.data.size(); ++i) {
       expected.data[i] = 0.5 * cv[i] - 2.0 * ab.data[i];
@@ -250,7 +250,7 @@ TEST_CASE("addmm returns beta * c + alpha * a.b with c broadcast", "[matmul]") {
   // Defaults beta = alpha = 1, with a transposed a.
   const Tensor c = random({4, 3}, DType::f64, 43);
   Expected expected = reference_matmul(a.t().contiguous().t(), b);
-  const std::vector<double> cv = values(c);
+  const std::vector<double> cv = values_of(c);
   for (size_t i = 0; i < cv.size(); ++i) {
     expected.data[i] += cv[i];
     expected.magnitude[i] += std::abs(cv[i]);

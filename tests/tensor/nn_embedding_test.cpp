@@ -7,6 +7,7 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -14,14 +15,9 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::ThreadCount;
 
 namespace {
-
-struct ThreadCount {
-  int saved = kernels::num_threads();
-  explicit ThreadCount(int n) { kernels::set_num_threads(n); }
-  ~ThreadCount() { kernels::set_num_threads(saved); }
-};
 
 Tensor iota(const Shape& shape, DType dtype) {
   return arange(numel_of(shape), {.dtype = dtype}).view(shape);

@@ -9,6 +9,7 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,12 +17,11 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
+using dtr::testing::check_close;
+using dtr::testing::ThreadCount;
 
 namespace {
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(DType::f64).contiguous().to_vector<double>();
-}
 
 // Layer norm (layer = true) or RMS norm of the rows of x ([rows, cols] row-major), in double.
 std::vector<double> reference(bool layer, const std::vector<double>& x, int64_t cols,
@@ -46,20 +46,6 @@ std::vector<double> reference(bool layer, const std::vector<double>& x, int64_t 
   }
   return y;
 }
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    CHECK(got[i] == Approx(want[i]).epsilon(tol).margin(tol));
-  }
-}
-
-struct ThreadCount {
-  int saved = kernels::num_threads();
-  explicit ThreadCount(int n) { kernels::set_num_threads(n); }
-  ~ThreadCount() { kernels::set_num_threads(saved); }
-};
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 // table's counts, totals and percentages.
 #include "dtr/tensor/profiler.h"
 
-#include "../support/trace_check.h"
+#include "tests/support/trace_check.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,6 +8,7 @@
 #include "dtr/kernels/philox.h"
 #include "dtr/tensor/allocator.h"
 #include "dtr/tensor/factory.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 
 namespace {
 
@@ -50,8 +52,6 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
   if (p == nullptr) return {};
   return std::vector<unsigned char>(p, p + c.nbytes());
 }
-
-std::vector<double> values_of(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 struct Moments {
   double mean = 0, var = 0, kurtosis = 0;

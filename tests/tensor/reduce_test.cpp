@@ -5,6 +5,7 @@
 #include "dtr/kernels/cpu/parallel.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/reduce.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 
 namespace {
 
@@ -26,8 +28,6 @@ Tensor random_tensor(const Shape& shape, unsigned seed) {
   for (float& x : v) x = dist(gen);
   return from_vector(v, shape);
 }
-
-std::vector<double> values_of(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 // The elements of `x` (row-major, of `shape`) grouped by output position when
 // `dims` are reduced; each group lists its elements in row-major order of the

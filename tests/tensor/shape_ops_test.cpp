@@ -7,18 +7,16 @@
 #include "dtr/tensor/ops/shape_ops.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 
 namespace {
-
-std::vector<double> values_of(const Tensor& t) {
-  return t.to(DType::f64).contiguous().to_vector<double>();
-}
 
 Tensor seq(const Shape& shape, double start, DType dtype = DType::f32) {
   return (arange(numel_of(shape), {.dtype = DType::f64}) + start).to(dtype).reshape(shape);

@@ -4,6 +4,7 @@
 // meta inputs, and error messages.
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/softmax.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::values_of;
 
 namespace {
 
@@ -25,8 +27,6 @@ Tensor random_tensor(const Shape& shape, unsigned seed, float scale = 3.0f) {
   for (float& x : v) x = dist(gen);
   return from_vector(v, shape);
 }
-
-std::vector<double> values_of(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 // softmax / log_softmax of `x` (row-major, of `shape`) along `dim`, in double.
 std::vector<double> reference(Kind kind, const std::vector<double>& x, const Shape& shape,
@@ -53,7 +53,7 @@ Tensor run(Kind kind, const Tensor& t, int64_t dim) {
   return kind == Kind::softmax ? softmax(t, dim) : log_softmax(t, dim);
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double rel,
+void check_close_rel_abs(const std::vector<double>& got, const std::vector<double>& want, double rel,
                  double abs) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -69,8 +69,8 @@ TEST_CASE("softmax and log_softmax of huge values do not overflow", "[softmax]")
   const std::vector<double> x = values_of(t);
   auto sm = values_of(softmax(t));
   auto lsm = values_of(log_softmax(t));
-  check_close(sm, reference(Kind::softmax, x, {2, 4}, 1), 1e-6, 1e-7);
-  check_close(lsm, reference(Kind::log_softmax, x, {2, 4}, 1), 1e-6, 1e-5);
+  check_close_rel_abs(sm, reference(Kind::softmax, x, {2, 4}, 1), 1e-6, 1e-7);
+  check_close_rel_abs(lsm, reference(Kind::log_softmax, x, {2, 4}, 1), 1e-6, 1e-5);
   // Hand-checked: row 0 is [1/(1+e^-1), 0, 0, e^-1/(1+e^-1)].
   CHECK(sm[0] == Approx(1.0 / (1.0 + std::exp(-1.0))));
   CHECK(sm[3] == Approx(std::exp(-1.0) / (1.0 + std::exp(-1.0))));
@@ -93,12 +93,12 @@ TEST_CASE("softmax and log_softmax along each dim of a 3-D tensor match double l
         CHECK(out.sizes() == shape);
         CHECK(out.dtype() == DType::f32);
         CHECK(out.is_contiguous());
-        check_close(values_of(out), reference(kind, x, shape, d), 1e-5, 1e-6);
+        check_close_rel_abs(values_of(out), reference(kind, x, shape, d), 1e-5, 1e-6);
       }
     }
   }
   // The default dim is the last.
-  check_close(values_of(softmax(t)), reference(Kind::softmax, x, shape, 2), 1e-5, 1e-6);
+  check_close_rel_abs(values_of(softmax(t)), reference(Kind::softmax, x, shape, 2), 1e-5, 1e-6);
 }
 
 TEST_CASE("softmax of non-contiguous views uses the logical elements", "[softmax]") {
@@ -110,8 +110,8 @@ TEST_CASE("softmax of non-contiguous views uses the logical elements", "[softmax
     const std::vector<double> x = values_of(v);
     for (int64_t d = 0; d < 3; ++d) {
       CAPTURE(v.sizes(), d);
-      check_close(values_of(softmax(v, d)), reference(Kind::softmax, x, v.sizes(), d), 1e-5, 1e-6);
-      check_close(values_of(log_softmax(v, d)), reference(Kind::log_softmax, x, v.sizes(), d), 1e-5,
+      check_close_rel_abs(values_of(softmax(v, d)), reference(Kind::softmax, x, v.sizes(), d), 1e-5, 1e-6);
+      check_close_rel_abs(values_of(log_softmax(v, d)), reference(Kind::log_softmax, x, v.sizes(), d), 1e-5,
                   1e-6);
     }
   }
@@ -123,15 +123,15 @@ TEST_CASE("softmax keeps bf16 and f64 inputs in their dtype", "[softmax]") {
   Tensor sb = softmax(b, 1);
   CHECK(sb.dtype() == DType::bf16);
   // Computed in float, rounded once to bf16: relative error within 2^-8.
-  check_close(values_of(sb), reference(Kind::softmax, xb, {5, 33}, 1), 1.0 / 256, 1e-6);
-  check_close(values_of(log_softmax(b, 0)), reference(Kind::log_softmax, xb, {5, 33}, 0), 1.0 / 128,
+  check_close_rel_abs(values_of(sb), reference(Kind::softmax, xb, {5, 33}, 1), 1.0 / 256, 1e-6);
+  check_close_rel_abs(values_of(log_softmax(b, 0)), reference(Kind::log_softmax, xb, {5, 33}, 0), 1.0 / 128,
               1e-3);
 
   Tensor d = random_tensor({4, 9}, 4).to(DType::f64);
   const std::vector<double> xd = values_of(d);
   Tensor sd = log_softmax(d, 0);
   CHECK(sd.dtype() == DType::f64);
-  check_close(sd.to_vector<double>(), reference(Kind::log_softmax, xd, {4, 9}, 0), 1e-12, 1e-14);
+  check_close_rel_abs(sd.to_vector<double>(), reference(Kind::log_softmax, xd, {4, 9}, 0), 1e-12, 1e-14);
 }
 
 TEST_CASE("softmax over many long rows sums to 1 per row", "[softmax]") {
@@ -139,7 +139,7 @@ TEST_CASE("softmax over many long rows sums to 1 per row", "[softmax]") {
   Tensor t = random_tensor({64, 4096}, 5, 20.0f);
   const std::vector<double> x = values_of(t);
   auto sm = values_of(softmax(t));
-  check_close(sm, reference(Kind::softmax, x, {64, 4096}, 1), 1e-4, 1e-9);
+  check_close_rel_abs(sm, reference(Kind::softmax, x, {64, 4096}, 1), 1e-4, 1e-9);
   for (int64_t r = 0; r < 64; ++r) {
     double s = 0;
     for (int64_t j = 0; j < 4096; ++j) s += sm[r * 4096 + j];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTest driver for dtr-ckpt on the 4-rank reference checkpoint that
-# tests/mpi/checkpoint_test.cpp writes (fixture dtr_checkpoint_reference).
+# tests/checkpoint/checkpoint_test.cpp writes (fixture dtr_checkpoint_reference).
 #   check_dtr_ckpt.sh MODE TOOL CHECKPOINT_DIR WORK_DIR
 # MODE: info | verify | corrupt | edited | consolidate
 set -u

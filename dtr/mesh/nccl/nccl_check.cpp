@@ -12,7 +12,7 @@ std::string nccl_error_message(ncclResult_t status) {
 }
 
 void throw_nccl_error(ncclResult_t status, const char* expr, const char* file, int line) {
-  detail::throw_error(file, line, fmt::format("NCCL call {} failed: {}", expr, nccl_error_message(status)));
+  dtr::detail::throw_error(file, line, fmt::format("NCCL call {} failed: {}", expr, nccl_error_message(status)));
 }
 
 }  // namespace dtr::mesh::nccl

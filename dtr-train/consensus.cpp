@@ -1,0 +1,69 @@
+#include "consensus.h"
+
+#include "dtr/tensor/allocator.h"
+#include "dtr/tensor/factory.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace dtr::train {
+
+namespace {
+
+// True on every rank when `failed` is true on any rank.
+bool any_rank(const mesh::ProcessGroupPtr& group, bool failed) {
+  Tensor t = full({1}, failed ? 1.0 : 0.0, {.dtype = DType::f64});
+  group->all_reduce(t, mesh::ReduceOp::max())->wait();
+  return t.item() > 0;
+}
+
+}  // namespace
+
+bool failed_on_any_rank(const mesh::ProcessGroupPtr& group, const char* what, const std::function<void()>& check) {
+  std::string error;
+  try {
+    check();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!any_rank(group, !error.empty())) return false;
+  if (group->rank() == 0) {
+    const std::string message = error.empty() ? fmt::format("{} failed on another rank", what) : error;
+    std::fprintf(stderr, "dtr-train: %s\n", message.c_str());
+  }
+  return true;
+}
+
+double all_reduce_avg(const mesh::ProcessGroupPtr& group, double value) {
+  Tensor t = full({1}, value, {.dtype = DType::f64});
+  group->all_reduce(t, mesh::ReduceOp::avg())->wait();
+  return t.item();
+}
+
+StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_loss, int signal) {
+  Tensor t = from_vector(std::vector<double>{local_loss, static_cast<double>(signal)}, {2});
+  group->all_reduce(t, mesh::ReduceOp::sum())->wait();
+  const std::vector<double> v = t.to_vector<double>();
+  return {v[0] / static_cast<double>(group->size()), v[1] > 0};
+}
+
+RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group, Device device) {
+  const MemoryStats stats = memory_stats(device);
+  std::vector<double> mine(6);
+  for (size_t t = 0; t < 6; ++t) mine[t] = static_cast<double>(stats.by_tag[t].peak_bytes);
+  Tensor in = from_vector(mine, {6});
+  Tensor out = empty({group->size() * 6}, {.dtype = DType::f64});
+  group->all_gather_into_tensor(out, in)->wait();
+  const std::vector<double> all = out.to_vector<double>();
+  RankPeaks peaks(static_cast<size_t>(group->size()));
+  for (size_t r = 0; r < peaks.size(); ++r) {
+    for (size_t t = 0; t < 6; ++t) peaks[r][t] = static_cast<int64_t>(all[r * 6 + t]);
+  }
+  return peaks;
+}
+
+}  // namespace dtr::train
