@@ -9,10 +9,12 @@
 #
 # The files of each kind gather into one Catch2 executable (dtr_unit_tests,
 # dtr_mpi_tests, dtr_gpu_tests, dtr_gpu_mpi_tests), which dtr_add_test_executables()
-# makes once every folder has named its files. Catch2's main is compiled once per
-# kind of main (one process, MPI) and linked into each executable; the executables
-# share one precompiled header of Catch2 and dtr's common API, and are unity builds
-# (batches of test files compiled as one translation unit).
+# makes once every folder has named its files. Catch2's implementation is compiled
+# once and linked into each executable with its kind of main() (one process, MPI);
+# the executables share one precompiled header of Catch2 and dtr's common API, and
+# are unity builds (batches of test files compiled as one translation unit), so two
+# test files must not define file-local helpers of the same name. Multi-rank tests
+# tagged [.np4] need four ranks and run only in the 4-rank entries.
 find_package(Catch2 2 REQUIRED)
 include(Catch)
 
