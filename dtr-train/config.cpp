@@ -179,7 +179,6 @@ nn::TransformerConfig model_config(const std::string& model, int64_t dataset_voc
   return model_config(parse_model(model), dataset_vocab);
 }
 
-int64_t default_seq_len(const nn::TransformerConfig& model, const std::string& /*name*/) { return model.max_seq_len; }
 
 nlohmann::json to_json(const nn::TransformerConfig& m) {
   return {{"style", to_string(m.style)},

@@ -148,8 +148,6 @@ struct TrainConfig {
 nn::TransformerConfig model_config(const ModelChoice& model, int64_t dataset_vocab);
 // The same for --model's text (a name, else a file; parse_model).
 nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab);
-// The default sequence length of a named model (or of a JSON file: its max_seq_len).
-int64_t default_seq_len(const nn::TransformerConfig& model, const std::string& name);
 
 nlohmann::json to_json(const TrainConfig& config);
 nlohmann::json to_json(const nn::TransformerConfig& model);

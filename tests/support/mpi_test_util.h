@@ -1,5 +1,5 @@
 // Helpers shared by the multi-rank tests: tensors from doubles in any dtype, the
-// values read back as doubles or as raw bytes.
+// values read back as doubles (values.h) or as raw bytes.
 #pragma once
 
 #include "dtr/mesh/distributed.h"
@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/tensor.h"
+#include "tests/support/values.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,8 +20,6 @@ namespace dtr::testing {
 inline Tensor tensor_of(const std::vector<double>& values, DType dtype, Shape shape = {}) {
   return from_vector<double>(values, std::move(shape)).to(dtype);
 }
-
-inline std::vector<double> values_of(const Tensor& t) { return t.contiguous().to(DType::f64).to_vector<double>(); }
 
 // The raw bytes of a tensor's values (bit-for-bit comparisons).
 inline std::vector<uint8_t> bytes_of(const Tensor& t) {

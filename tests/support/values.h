@@ -1,4 +1,4 @@
-// Helpers shared by the one-process tests: a tensor's values read back as doubles,
+// Helpers shared by the tests: a tensor's values read back as doubles,
 // element-wise closeness of two value lists, and the CPU kernels' thread count set
 // for one scope.
 #pragma once
