@@ -38,25 +38,15 @@ using dtr::testing::values_of;
 using dtr::testing::world;
 
 using dtr::testing::make_model;
+using dtr::testing::make_optimizer;
 using dtr::testing::make_sharded;
+using dtr::testing::prime;
 using dtr::testing::tiny_config;
 
 namespace {
 
 
 mesh::DeviceMesh hsdp_mesh() { return mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"}); }
-
-std::unique_ptr<nn::optim::AdamW> make_optimizer(nn::Module& model) {
-  return std::make_unique<nn::optim::AdamW>(model.parameters(), nn::optim::AdamWOptions{.lr = 1e-2});
-}
-
-// One AdamW step with gradient 0.1 * parameter: elementwise on each shard, so the
-// values do not depend on the world size or the mesh.
-void prime(nn::Module& model, nn::optim::Optimizer& opt) {
-  for (auto& p : model.parameters()) p->set_grad(mul(p->detach(), Scalar(0.1)));
-  opt.step();
-  opt.zero_grad();
-}
 
 fs::path test_dir(const std::string& name) {
   fs::path dir = fs::current_path() / "ckpt_tests" / fmt::format("{}_np{}", name, distributed::world_size());

@@ -23,23 +23,14 @@ using namespace dtr;
 namespace ckpt = dtr::checkpoint;
 
 using dtr::testing::make_model;
+using dtr::testing::make_optimizer;
 using dtr::testing::make_sharded;
+using dtr::testing::prime;
 using dtr::testing::tiny_config;
 
 using dtr::testing::bytes_of;
 
 namespace {
-
-std::unique_ptr<nn::optim::AdamW> make_optimizer(nn::Module& model) {
-  return std::make_unique<nn::optim::AdamW>(model.parameters(), nn::optim::AdamWOptions{.lr = 1e-2});
-}
-
-// One AdamW step with gradient 0.1 * parameter (elementwise: independent of sharding).
-void prime(nn::Module& model, nn::optim::Optimizer& opt) {
-  for (auto& p : model.parameters()) p->set_grad(mul(p->detach(), Scalar(0.1)));
-  opt.step();
-  opt.zero_grad();
-}
 
 void require_same(const nn::StateDict& got, const nn::StateDict& want) {
   REQUIRE(got.size() == want.size());

@@ -105,7 +105,8 @@ Parsed parse_independently(const fs::path& path) {
   return p;
 }
 
-std::vector<mesh::DeviceMesh> test_meshes() {
+// The meshes the exported models are sharded over: all ranks, and 2x2 HSDP at 4 ranks.
+std::vector<mesh::DeviceMesh> sharding_meshes() {
   std::vector<mesh::DeviceMesh> out{mesh::DeviceMesh{}};
   if (distributed::world_size() == 4) {
     out.push_back(mesh::init_device_mesh(DeviceType::cpu, {2, 2}, {"replicate", "shard"}));
@@ -131,7 +132,7 @@ TEST_CASE("safetensors export of a sharded model imports bit for bit into plain 
   ckpt::load_safetensors(*plain, file);
   require_same_tensors(plain->state_dict(), want);
 
-  for (const auto& mesh : test_meshes()) {
+  for (const auto& mesh : sharding_meshes()) {
     auto other = make_sharded(7, mesh);
     ckpt::load_safetensors(*other, file);
     require_same_tensors(ckpt::get_model_state_dict(*other, kFullOnCpu), want);
@@ -183,7 +184,7 @@ TEST_CASE("safetensors pretrained file in bf16 initialises a sharded model, each
     writer.finish();
   }
   world()->barrier()->wait();
-  for (const auto& mesh : test_meshes()) {
+  for (const auto& mesh : sharding_meshes()) {
     auto model = make_sharded(10, mesh);
     ckpt::load_safetensors(*model, file);
     auto got = ckpt::get_model_state_dict(*model, kFullOnCpu);
@@ -254,7 +255,7 @@ TEST_CASE("safetensors consolidated by dtr-ckpt loads into a model and holds the
   want_opt->step();
   auto header = ckpt::read_safetensors_header(file);
   REQUIRE(header.metadata.at("dtr_world_size") == "4");
-  for (const auto& mesh : test_meshes()) {
+  for (const auto& mesh : sharding_meshes()) {
     auto model = make_sharded(3, mesh);
     ckpt::load_safetensors(*model, file, /*strict=*/false);
     require_same_tensors(ckpt::get_model_state_dict(*model, kFullOnCpu), want->state_dict());

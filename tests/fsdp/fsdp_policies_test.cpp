@@ -22,6 +22,8 @@
 using namespace dtr;
 using dtr::testing::kGlobalBatch;
 using dtr::testing::kSeq;
+using dtr::testing::full_of;
+using dtr::testing::lm_loss;
 using dtr::testing::values_of;
 
 namespace {
@@ -41,12 +43,6 @@ nn::TransformerConfig config(DType dtype = DType::f32) {
 std::shared_ptr<nn::Transformer> make(DType dtype = DType::f32) {
   manual_seed(17);
   return std::make_shared<nn::Transformer>(config(dtype));
-}
-
-Tensor lm_loss(nn::Module& model, const Tensor& tokens, const Tensor& targets) {
-  Tensor logits = model(tokens);
-  if (is_half(logits.dtype())) logits = logits.to(DType::f32);
-  return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 // Trains `model` (sharded already, or not) for `steps`; each rank takes its rows
@@ -83,8 +79,6 @@ fsdp::FSDPModule shard(nn::Transformer& model, const fsdp::FullyShardOptions& bl
   for (auto& layer : model.layers()) fsdp::fully_shard(*layer, block_options);
   return fsdp::fully_shard(model, root_options);
 }
-
-Tensor full_of(const nn::Parameter& shard) { return shard.as_dtensor().full_tensor(); }
 
 void require_same_parameters(nn::Module& sharded, nn::Module& reference, double tolerance) {
   auto got = sharded.named_parameters(), want = reference.named_parameters();

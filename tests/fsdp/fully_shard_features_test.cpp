@@ -31,6 +31,7 @@
 #include <optional>
 
 using namespace dtr;
+using dtr::testing::full_of;
 using dtr::testing::values_of;
 
 namespace {
@@ -39,8 +40,6 @@ void shard_transformer(nn::Transformer& model) {
   for (auto& layer : model.layers()) fsdp::fully_shard(*layer);
   fsdp::fully_shard(model);
 }
-
-Tensor full_of(const nn::Parameter& shard) { return shard.as_dtensor().full_tensor(); }
 
 // The sharded model's full parameters equal the unsharded reference's, within 1e-10.
 void require_full_parameters_equal(nn::Module& model, nn::Module& reference) {

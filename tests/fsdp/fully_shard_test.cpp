@@ -22,6 +22,7 @@
 using namespace dtr;
 using dtr::testing::kGlobalBatch;
 using dtr::testing::kSeq;
+using dtr::testing::lm_loss;
 using dtr::testing::values_of;
 
 namespace {
@@ -30,11 +31,6 @@ namespace {
 std::shared_ptr<nn::Transformer> make_transformer(uint64_t seed, DType dtype) {
   manual_seed(seed);
   return std::make_shared<nn::Transformer>(testing::tiny_config(dtype));
-}
-
-Tensor lm_loss(nn::Module& model, const Tensor& tokens, const Tensor& targets) {
-  Tensor logits = model(tokens);
-  return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 struct RunOptions {

@@ -25,7 +25,7 @@ using namespace dtr;
 
 namespace {
 
-nn::TransformerConfig tiny_config() {
+nn::TransformerConfig tiny_measured_config() {
   nn::TransformerConfig c;
   c.vocab_size = 64;
   c.dim = 32;
@@ -35,7 +35,7 @@ nn::TransformerConfig tiny_config() {
   return c;
 }
 
-nn::TransformerConfig small_config() {
+nn::TransformerConfig small_measured_config() {
   nn::TransformerConfig c;
   c.vocab_size = 256;
   c.dim = 128;
@@ -107,7 +107,7 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
     fsdp::MemoryEstimateOptions options;
   };
   std::vector<Case> cases;
-  for (auto [name, config] : {std::pair{"tiny", tiny_config()}, std::pair{"small", small_config()}}) {
+  for (auto [name, config] : {std::pair{"tiny", tiny_measured_config()}, std::pair{"small", small_measured_config()}}) {
     const int64_t T = config.max_seq_len;
     for (bool ckpt : {false, true}) {
       for (auto s : {fsdp::ShardingStrategy::full_shard, fsdp::ShardingStrategy::shard_grad_op,
@@ -122,7 +122,7 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
     }
   }
   // GPT-2 style (LayerNorm, learned positions, GELU MLP), f32 and bf16.
-  nn::TransformerConfig gpt2 = small_config();
+  nn::TransformerConfig gpt2 = small_measured_config();
   gpt2.style = nn::TransformerStyle::gpt2;
   for (bool ckpt : {false, true}) {
     for (std::optional<DType> dtype : {std::optional<DType>(), std::optional<DType>(DType::bf16)}) {

@@ -3,6 +3,7 @@
 // within 1 bf16 ulp of the double reference rounded to bf16.
 #include "dtr/kernels/cpu/elementwise.h"
 #include "dtr/kernels/cpu/parallel.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -11,19 +12,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <vector>
 
 using namespace dtr;
 using namespace dtr::kernels::cpu;
+using dtr::testing::bf16_order;
+using dtr::testing::ref_sigmoid;
 
 namespace {
-
-// Ordered integer for a bf16 bit pattern, so that adjacent values differ by 1 (+0 == -0).
-int32_t bf16_order(bf16 v) {
-  auto b = std::bit_cast<uint16_t>(v);
-  return (b & 0x8000) ? -static_cast<int32_t>(b & 0x7FFF) : static_cast<int32_t>(b);
-}
 
 // `slack` is an extra absolute allowance for the reference's own rounding error.
 template <class T>
@@ -77,22 +75,19 @@ std::vector<T> cast_all(const std::vector<double>& v) {
   return out;
 }
 
-struct UnaryCase {
+struct UnaryKernelCase {
   UnaryOp op;
   double lo, hi;
   double (*ref)(double);
 };
 
-const double kPi = 3.14159265358979323846;
-
-double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double ref_gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 double ref_gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
-const std::vector<UnaryCase>& unary_cases() {
-  static const std::vector<UnaryCase> cases = {
+const std::vector<UnaryKernelCase>& unary_kernel_cases() {
+  static const std::vector<UnaryKernelCase> cases = {
       {UnaryOp::neg, -10, 10, [](double x) { return -x; }},
       {UnaryOp::abs, -10, 10, [](double x) { return std::abs(x); }},
       {UnaryOp::exp, -20, 20, [](double x) { return std::exp(x); }},
@@ -117,7 +112,7 @@ template <class T>
 void check_unary_table() {
   const int64_t n = 2001;
   const int64_t stride = 1;
-  for (const UnaryCase& c : unary_cases()) {
+  for (const UnaryKernelCase& c : unary_kernel_cases()) {
     std::vector<T> x = cast_all<T>(grid(c.lo, c.hi, static_cast<int>(n)));
     std::vector<double> xd(n), ref(n);
     for (int64_t i = 0; i < n; ++i) {

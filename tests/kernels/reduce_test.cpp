@@ -3,6 +3,7 @@
 // into chunks, NaN handling, integer sums and thread-count independence.
 #include "dtr/kernels/cpu/parallel.h"
 #include "dtr/kernels/cpu/reduce.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -14,6 +15,7 @@
 
 using namespace dtr;
 using namespace dtr::kernels::cpu;
+using dtr::testing::ThreadCountGuard;
 
 namespace {
 
@@ -30,12 +32,6 @@ double ref_sum(const float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += p[i];
   return s;
 }
-
-// Restores the thread count a test changed.
-struct ThreadCountGuard {
-  int saved = kernels::num_threads();
-  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
-};
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 

@@ -15,11 +15,13 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/reduce.h"
 #include "dtr/tensor/random.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
 using namespace dtr;
 using namespace dtr::nn;
+using dtr::testing::tokens_of;
 
 namespace {
 
@@ -30,8 +32,6 @@ TransformerConfig config_of(TransformerStyle style, double dropout, int64_t n_la
           .n_kv_heads = style == TransformerStyle::llama ? 2 : 0, .ffn_hidden = 24, .max_seq_len = 8,
           .dropout = dropout, .dtype = DType::f64};
 }
-
-Tensor tokens_of(const std::vector<int64_t>& ids, int64_t b, int64_t t) { return from_vector<int64_t>(ids, {b, t}); }
 
 Tensor loss_of(Transformer& model, const Tensor& tokens, const Tensor& targets) {
   Tensor logits = model(tokens);

@@ -8,6 +8,7 @@
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/op_by_op_optimizers.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -21,11 +22,6 @@ namespace dtr::testing::optim {
 
 using dtr::nn::optim::Optimizer;
 using dtr::nn::optim::ParamState;
-
-struct ThreadCountGuard {
-  int saved = kernels::num_threads();
-  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
-};
 
 // Sizes not multiples of any vector width, an empty one, and one big enough (with the
 // others) to be split across threads.

@@ -8,6 +8,7 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/reduce.h"
 #include "dtr/tensor/random.h"
+#include "tests/support/tiny_transformer.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +16,7 @@
 
 using namespace dtr;
 using namespace dtr::nn;
+using dtr::testing::tokens_of;
 
 namespace {
 
@@ -24,8 +26,6 @@ TransformerConfig tiny(TransformerStyle style) {
           .dtype = DType::f64};
 }
 
-Tensor tokens_of(const std::vector<int64_t>& ids, int64_t b, int64_t t) { return from_vector<int64_t>(ids, {b, t}); }
-
 // [rows, cols] token ids drawn uniformly from [0, vocab).
 Tensor randint_like_tokens(int64_t rows, int64_t cols, int64_t vocab) {
   std::vector<float> u = rand({rows, cols}).to_vector<float>();
@@ -34,7 +34,8 @@ Tensor randint_like_tokens(int64_t rows, int64_t cols, int64_t vocab) {
   return from_vector<int64_t>(ids, {rows, cols});
 }
 
-double loss_of(Transformer& model, const Tensor& tokens, const Tensor& targets) {
+// The loss's value: a double for the finite differences.
+double loss_value_of(Transformer& model, const Tensor& tokens, const Tensor& targets) {
   Tensor logits = model(tokens);
   return cross_entropy(logits.reshape({-1, model.config().vocab_size}), targets.reshape({-1})).item();
 }
@@ -87,9 +88,9 @@ TEST_CASE("transformer gradients match central differences on every parameter te
           {
             NoGradGuard no_grad;
             data[j] = saved + eps;
-            plus = loss_of(model, tokens, targets);
+            plus = loss_value_of(model, tokens, targets);
             data[j] = saved - eps;
-            minus = loss_of(model, tokens, targets);
+            minus = loss_value_of(model, tokens, targets);
             data[j] = saved;
           }
           const double numeric = (plus - minus) / (2 * eps);

@@ -9,6 +9,7 @@
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/reduce.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -17,12 +18,9 @@
 
 using namespace dtr;
 using autograd::SavedTensor;
+using dtr::testing::iota;
 
 namespace {
-
-Tensor iota(const Shape& shape, DType dtype = DType::f64) {
-  return arange(numel_of(shape), {.dtype = dtype}).view(shape);
-}
 
 // y = x * c with c saved for backward: exercises SavedTensor.
 class ScaleBySaved final : public autograd::Node {
@@ -70,8 +68,8 @@ class WrongGradients final : public autograd::Node {
 
 TEST_CASE("a node returning the wrong number or shape of gradients gets an error saying what apply must return",
           "[autograd]") {
-  Tensor a = iota({2, 3}).requires_grad_();
-  Tensor b = iota({3}).requires_grad_();
+  Tensor a = iota({2, 3}, DType::f64).requires_grad_();
+  Tensor b = iota({3}, DType::f64).requires_grad_();
   auto run = [&](size_t count, Shape shape) {
     Tensor out = zeros({2, 3}, {.dtype = DType::f64});
     autograd::set_history(std::make_shared<WrongGradients>(count, std::move(shape)), {&a, &b}, {&out});
@@ -84,7 +82,7 @@ TEST_CASE("a node returning the wrong number or shape of gradients gets an error
 }
 
 TEST_CASE("gradients flow back through chains of views to the leaf", "[autograd]") {
-  Tensor x = iota({2, 3, 4}).requires_grad_();
+  Tensor x = iota({2, 3, 4}, DType::f64).requires_grad_();
   // y[c][i] = x[i][1][c] for c in 1..2 (a transposed, narrowed select).
   Tensor y = x.select(1, 1).t().narrow(0, 1, 2);  // [2, 2]
   REQUIRE(y.requires_grad());
@@ -109,21 +107,21 @@ TEST_CASE("expand sums, permute and reshape invert, and gradients accumulate", "
   x.expand({3, 2}).backward(ones({3, 2}, {.dtype = DType::f64}));
   CHECK(x.grad().to_vector<double>() == std::vector<double>{10, 10, 10});
   // A diamond: x used twice; both paths sum.
-  Tensor z = iota({4}).requires_grad_();
+  Tensor z = iota({4}, DType::f64).requires_grad_();
   autograd::backward({z.narrow(0, 0, 3), z.slice(0, 1, 4, 2)},
                      {from_vector<double>({1, 1, 1}), from_vector<double>({10, 20})});
   CHECK(z.grad().to_vector<double>() == std::vector<double>{1, 11, 1, 20});
 }
 
 TEST_CASE("gradcheck agrees with the view backwards, including non-contiguous inputs", "[autograd]") {
-  Tensor base = iota({5, 4}).t();  // non-contiguous [4, 5]
+  Tensor base = iota({5, 4}, DType::f64).t();  // non-contiguous [4, 5]
   Tensor x = base.detach().requires_grad_();
   CHECK(testing::gradcheck(
             [](const std::vector<Tensor>& in) {
               return in[0].slice(1, 0, 5, 2).unsqueeze(0).expand({3, 4, 3}).transpose(0, 2).clone();
             },
             {x}) == "");
-  Tensor y = iota({2, 3}).requires_grad_();
+  Tensor y = iota({2, 3}, DType::f64).requires_grad_();
   CHECK(testing::gradcheck(
             [](const std::vector<Tensor>& in) { return in[0].to(DType::f32).to(DType::f64).flatten(); },
             {y}, {.eps = 1e-2, .atol = 1e-4, .rtol = 1e-4}) == "");
@@ -131,7 +129,7 @@ TEST_CASE("gradcheck agrees with the view backwards, including non-contiguous in
 
 TEST_CASE("tensor hooks see and replace gradients, leaf hooks run before accumulation", "[autograd][hooks]") {
   std::vector<std::string> log;
-  Tensor x = iota({3}).requires_grad_();
+  Tensor x = iota({3}, DType::f64).requires_grad_();
   Tensor mid = x.unsqueeze(0);  // [1, 3]
   mid.register_hook([&](const Tensor& g) {
     log.push_back("mid");
@@ -162,8 +160,8 @@ TEST_CASE("tensor hooks see and replace gradients, leaf hooks run before accumul
 
 TEST_CASE("callbacks queued during backward run once, after every node", "[autograd][hooks]") {
   std::vector<std::string> log;
-  Tensor a = iota({2}).requires_grad_();
-  Tensor b = iota({2}).requires_grad_();
+  Tensor a = iota({2}, DType::f64).requires_grad_();
+  Tensor b = iota({2}, DType::f64).requires_grad_();
   a.register_hook([&](const Tensor&) {
     log.push_back("a");
     autograd::queue_callback([&] {
@@ -186,7 +184,7 @@ TEST_CASE("callbacks queued during backward run once, after every node", "[autog
 }
 
 TEST_CASE("retain_grad keeps a non-leaf's gradient, detach and NoGradGuard cut the graph", "[autograd]") {
-  Tensor x = iota({2, 2}).requires_grad_();
+  Tensor x = iota({2, 2}, DType::f64).requires_grad_();
   Tensor y = x.t();
   y.retain_grad();
   Tensor d = x.detach();
@@ -202,7 +200,7 @@ TEST_CASE("retain_grad keeps a non-leaf's gradient, detach and NoGradGuard cut t
 }
 
 TEST_CASE("saved tensors: backward twice and in-place changes are clear errors", "[autograd]") {
-  Tensor x = iota({3}).requires_grad_();
+  Tensor x = iota({3}, DType::f64).requires_grad_();
   Tensor c = from_vector<double>({1, 2, 3});
   Tensor y = scale_by_saved(x, c);
   y.backward(ones({3}, {.dtype = DType::f64}), /*retain_graph=*/true);
@@ -218,9 +216,9 @@ TEST_CASE("saved tensors: backward twice and in-place changes are clear errors",
 }
 
 TEST_CASE("autograd rejects bad input with clear messages", "[autograd]") {
-  Tensor x = iota({2, 3}).requires_grad_();
+  Tensor x = iota({2, 3}, DType::f64).requires_grad_();
   CHECK_THROWS_WITH(x.t().backward(), Catch::Contains("can be implied only for a one-element tensor"));
-  CHECK_THROWS_WITH(iota({1}).backward(), Catch::Contains("does not require grad and has no grad_fn"));
+  CHECK_THROWS_WITH(iota({1}, DType::f64).backward(), Catch::Contains("does not require grad and has no grad_fn"));
   CHECK_THROWS_WITH(x.t().backward(ones({2, 3}, {.dtype = DType::f64})),
                     Catch::Contains("gradient 0 has shape [2, 3], expected [3, 2]"));
   CHECK_THROWS_WITH(arange(3, {.dtype = DType::i64}).requires_grad_(),
@@ -241,9 +239,9 @@ TEST_CASE("autograd rejects bad input with clear messages", "[autograd]") {
 }
 
 TEST_CASE("a leaf's first gradient is taken over when nothing else holds it, else copied", "[autograd]") {
-  Tensor c = iota({4}) + 1;
+  Tensor c = iota({4}, DType::f64) + 1;
   SECTION("a fresh, contiguous gradient becomes .grad itself, counted as a gradient") {
-    Tensor x = iota({4}).requires_grad_();
+    Tensor x = iota({4}, DType::f64).requires_grad_();
     const void* incoming = nullptr;
     x.register_hook([&](const Tensor& g) {
       incoming = g.raw_data();  // the address only: holding g would forbid the takeover
@@ -260,7 +258,7 @@ TEST_CASE("a leaf's first gradient is taken over when nothing else holds it, els
     CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 4, 6, 8});
   }
   SECTION("a gradient someone else holds is copied, so .grad never aliases it") {
-    Tensor x = iota({4}).requires_grad_();
+    Tensor x = iota({4}, DType::f64).requires_grad_();
     Tensor kept;
     x.register_hook([&](const Tensor& g) {
       kept = g;
@@ -272,7 +270,7 @@ TEST_CASE("a leaf's first gradient is taken over when nothing else holds it, els
     CHECK(kept.to_vector<double>() == std::vector<double>{1, 2, 3, 4});
   }
   SECTION("the gradient passed to backward() by the caller is copied") {
-    Tensor x = iota({4}).requires_grad_();
+    Tensor x = iota({4}, DType::f64).requires_grad_();
     Tensor upstream = from_vector<double>({1, 2, 3, 4});
     x.backward(upstream);
     CHECK(x.grad().raw_data() != upstream.raw_data());
@@ -281,14 +279,14 @@ TEST_CASE("a leaf's first gradient is taken over when nothing else holds it, els
     CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 4, 6, 8});
   }
   SECTION("one gradient sent to two leaves is copied for the first, taken by the second") {
-    Tensor x = iota({4}).requires_grad_(), y = iota({4}).requires_grad_();
+    Tensor x = iota({4}, DType::f64).requires_grad_(), y = iota({4}, DType::f64).requires_grad_();
     (x + y).backward(from_vector<double>({1, 1, 1, 1}));
     CHECK(x.grad().raw_data() != y.grad().raw_data());
     add_(x.grad(), x.grad());
     CHECK(y.grad().to_vector<double>() == std::vector<double>{1, 1, 1, 1});
   }
   SECTION("an expanded (broadcast) gradient is copied into a dense .grad") {
-    Tensor x = iota({2, 3}).requires_grad_();
+    Tensor x = iota({2, 3}, DType::f64).requires_grad_();
     sum(x).backward();
     CHECK(x.grad().is_contiguous());
     CHECK(x.grad().to_vector<double>() == std::vector<double>(6, 1.0));

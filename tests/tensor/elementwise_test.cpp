@@ -5,6 +5,7 @@
 #include "dtr/tensor/ops/elementwise.h"
 
 #include "dtr/tensor/factory.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
@@ -12,19 +13,15 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::bf16_order;
+using dtr::testing::ref_sigmoid;
 
 namespace {
-
-const double kPi = 3.14159265358979323846;
-
-int32_t bf16_order(bf16 v) {
-  auto b = std::bit_cast<uint16_t>(v);
-  return (b & 0x8000) ? -static_cast<int32_t>(b & 0x7FFF) : static_cast<int32_t>(b);
-}
 
 // Compares a tensor's values with references in double; reports the first few misses.
 template <class T>
@@ -73,8 +70,6 @@ Tensor transposed_grid(int64_t rows, int64_t cols, double lo, double hi) {
   return from_vector(v, {rows, cols}).t();
 }
 
-double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 struct UnaryCase {
   std::string name;
   std::function<Tensor(const Tensor&)> op;
@@ -110,7 +105,7 @@ std::vector<UnaryCase> unary_cases() {
        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::tanh); }, -3, 3,
        [](double x) {
-         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
+         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
        }},
   };
 }
@@ -142,7 +137,7 @@ TEST_CASE("gelu: the exact and tanh forms differ and each matches its formula",
   std::vector<double> exact, approx;
   for (double v : x.to_vector<double>()) {
     exact.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
-    approx.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v))));
+    approx.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v))));
   }
   check_values<double>(gelu(x), exact, "gelu");
   check_values<double>(gelu(x, GeluApproximation::tanh), approx, "gelu tanh");
@@ -446,7 +441,7 @@ TEST_CASE("ops on 300k-element tensors use the threaded path and match the refer
   for (size_t k = 0; k < xv.size(); ++k) {
     float s = xv[k] + bias_v[k % 500];  // the f32 sum the op rounds to before gelu
     double v = s;
-    ref[k] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v)));
+    ref[k] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
     mask_ref[k] = xv[k] > bias_v[k % 500] ? 1 : 0;
   }
   check_values<float>(y, ref, "gelu(x + bias) 300k");

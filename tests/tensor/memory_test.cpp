@@ -106,7 +106,8 @@ TEST_CASE("devices parse and unknown backends give clear errors", "[memory][devi
   CHECK_THROWS_WITH(Device::parse("cuda:x"), Catch::Contains("unknown device 'cuda:x'"));
 #ifdef DTR_WITH_CUDA
   // A CUDA build on a machine without GPUs says so; with GPUs, see tests/tensor/cuda_tensor_test.cpp.
-  if (cuda::device_count() == 0) {
+  // dtr::cuda in full: other test files of the unity build bring in dtr::kernels::cuda too.
+  if (dtr::cuda::device_count() == 0) {
     CHECK_THROWS_WITH(empty({2}, {.device = Device::cuda(0)}),
                       Catch::Contains("cannot allocate on cuda:0: this machine has 0 GPU(s)"));
   }
@@ -148,7 +149,7 @@ TEST_CASE("pin_memory without a GPU, or of a non-CPU tensor, is a clear error", 
   CHECK_THROWS_WITH(empty({2}, {.device = Device::meta(), .pin_memory = true}),
                     Catch::Contains("pin_memory applies to host memory: expected device cpu, found meta"));
 #ifdef DTR_WITH_CUDA
-  if (cuda::device_count() > 0) return;  // pinned memory itself: tests/tensor/cuda_pinned_test.cpp
+  if (dtr::cuda::device_count() > 0) return;  // pinned memory itself: tests/tensor/cuda_pinned_test.cpp
   const char* why = "pinned host memory needs a GPU: expected at least one CUDA device, found none";
 #else
   const char* why = "pinned host memory needs the CUDA backend, which this build of dtr lacks";

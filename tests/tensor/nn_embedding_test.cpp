@@ -15,15 +15,8 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::iota;
 using dtr::testing::ThreadCount;
-
-namespace {
-
-Tensor iota(const Shape& shape, DType dtype) {
-  return arange(numel_of(shape), {.dtype = dtype}).view(shape);
-}
-
-}  // namespace
 
 TEST_CASE("embedding gathers rows for indices of any shape", "[nn]") {
   Tensor table = iota({5, 3}, DType::f32);  // row r is [3r, 3r+1, 3r+2]

@@ -17,6 +17,7 @@
 #include <vector>
 
 using namespace dtr;
+using dtr::testing::ThreadCountGuard;
 using dtr::testing::values_of;
 
 namespace {
@@ -81,11 +82,6 @@ int64_t ref_argmax(const std::vector<double>& g) {
   }
   return at;
 }
-
-struct ThreadCountGuard {
-  int saved = kernels::num_threads();
-  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
-};
 
 }  // namespace
 

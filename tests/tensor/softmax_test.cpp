@@ -18,9 +18,10 @@ using dtr::testing::values_of;
 
 namespace {
 
-enum class Kind { softmax, log_softmax };
+enum class SoftmaxKind { softmax, log_softmax };
 
-Tensor random_tensor(const Shape& shape, unsigned seed, float scale = 3.0f) {
+// Uniform in [-scale, scale], from `seed`.
+Tensor random_logits(const Shape& shape, unsigned seed, float scale = 3.0f) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-scale, scale);
   std::vector<float> v(numel_of(shape));
@@ -29,7 +30,7 @@ Tensor random_tensor(const Shape& shape, unsigned seed, float scale = 3.0f) {
 }
 
 // softmax / log_softmax of `x` (row-major, of `shape`) along `dim`, in double.
-std::vector<double> reference(Kind kind, const std::vector<double>& x, const Shape& shape,
+std::vector<double> reference(SoftmaxKind kind, const std::vector<double>& x, const Shape& shape,
                               int64_t dim) {
   int64_t stride = 1;
   for (size_t d = dim + 1; d < shape.size(); ++d) stride *= shape[d];
@@ -43,14 +44,14 @@ std::vector<double> reference(Kind kind, const std::vector<double>& x, const Sha
     for (int64_t j = 0; j < n; ++j) s += std::exp(x[first + j * stride] - m);
     for (int64_t j = 0; j < n; ++j) {
       const double v = x[first + j * stride];
-      out[first + j * stride] = kind == Kind::softmax ? std::exp(v - m) / s : v - m - std::log(s);
+      out[first + j * stride] = kind == SoftmaxKind::softmax ? std::exp(v - m) / s : v - m - std::log(s);
     }
   }
   return out;
 }
 
-Tensor run(Kind kind, const Tensor& t, int64_t dim) {
-  return kind == Kind::softmax ? softmax(t, dim) : log_softmax(t, dim);
+Tensor run(SoftmaxKind kind, const Tensor& t, int64_t dim) {
+  return kind == SoftmaxKind::softmax ? softmax(t, dim) : log_softmax(t, dim);
 }
 
 void check_close_rel_abs(const std::vector<double>& got, const std::vector<double>& want, double rel,
@@ -69,8 +70,8 @@ TEST_CASE("softmax and log_softmax of huge values do not overflow", "[softmax]")
   const std::vector<double> x = values_of(t);
   auto sm = values_of(softmax(t));
   auto lsm = values_of(log_softmax(t));
-  check_close_rel_abs(sm, reference(Kind::softmax, x, {2, 4}, 1), 1e-6, 1e-7);
-  check_close_rel_abs(lsm, reference(Kind::log_softmax, x, {2, 4}, 1), 1e-6, 1e-5);
+  check_close_rel_abs(sm, reference(SoftmaxKind::softmax, x, {2, 4}, 1), 1e-6, 1e-7);
+  check_close_rel_abs(lsm, reference(SoftmaxKind::log_softmax, x, {2, 4}, 1), 1e-6, 1e-5);
   // Hand-checked: row 0 is [1/(1+e^-1), 0, 0, e^-1/(1+e^-1)].
   CHECK(sm[0] == Approx(1.0 / (1.0 + std::exp(-1.0))));
   CHECK(sm[3] == Approx(std::exp(-1.0) / (1.0 + std::exp(-1.0))));
@@ -83,9 +84,9 @@ TEST_CASE("softmax and log_softmax of huge values do not overflow", "[softmax]")
 TEST_CASE("softmax and log_softmax along each dim of a 3-D tensor match double loops",
           "[softmax]") {
   const Shape shape = {3, 4, 5};
-  Tensor t = random_tensor(shape, 1);
+  Tensor t = random_logits(shape, 1);
   const std::vector<double> x = values_of(t);
-  for (Kind kind : {Kind::softmax, Kind::log_softmax}) {
+  for (SoftmaxKind kind : {SoftmaxKind::softmax, SoftmaxKind::log_softmax}) {
     for (int64_t d = 0; d < 3; ++d) {
       for (int64_t dim : {d, d - 3}) {
         CAPTURE(static_cast<int>(kind), dim);
@@ -98,11 +99,11 @@ TEST_CASE("softmax and log_softmax along each dim of a 3-D tensor match double l
     }
   }
   // The default dim is the last.
-  check_close_rel_abs(values_of(softmax(t)), reference(Kind::softmax, x, shape, 2), 1e-5, 1e-6);
+  check_close_rel_abs(values_of(softmax(t)), reference(SoftmaxKind::softmax, x, shape, 2), 1e-5, 1e-6);
 }
 
 TEST_CASE("softmax of non-contiguous views uses the logical elements", "[softmax]") {
-  Tensor base = random_tensor({6, 7, 4}, 2);
+  Tensor base = random_logits({6, 7, 4}, 2);
   Tensor transposed = base.transpose(0, 2);                // [4, 7, 6]
   Tensor sliced = base.slice(1, 0, 7, 2).narrow(0, 1, 3);  // [3, 4, 4], strided
   for (const Tensor& v : {transposed, sliced}) {
@@ -110,36 +111,36 @@ TEST_CASE("softmax of non-contiguous views uses the logical elements", "[softmax
     const std::vector<double> x = values_of(v);
     for (int64_t d = 0; d < 3; ++d) {
       CAPTURE(v.sizes(), d);
-      check_close_rel_abs(values_of(softmax(v, d)), reference(Kind::softmax, x, v.sizes(), d), 1e-5, 1e-6);
-      check_close_rel_abs(values_of(log_softmax(v, d)), reference(Kind::log_softmax, x, v.sizes(), d), 1e-5,
+      check_close_rel_abs(values_of(softmax(v, d)), reference(SoftmaxKind::softmax, x, v.sizes(), d), 1e-5, 1e-6);
+      check_close_rel_abs(values_of(log_softmax(v, d)), reference(SoftmaxKind::log_softmax, x, v.sizes(), d), 1e-5,
                   1e-6);
     }
   }
 }
 
 TEST_CASE("softmax keeps bf16 and f64 inputs in their dtype", "[softmax]") {
-  Tensor b = random_tensor({5, 33}, 3).to(DType::bf16);
+  Tensor b = random_logits({5, 33}, 3).to(DType::bf16);
   const std::vector<double> xb = values_of(b);  // the bf16-rounded inputs
   Tensor sb = softmax(b, 1);
   CHECK(sb.dtype() == DType::bf16);
   // Computed in float, rounded once to bf16: relative error within 2^-8.
-  check_close_rel_abs(values_of(sb), reference(Kind::softmax, xb, {5, 33}, 1), 1.0 / 256, 1e-6);
-  check_close_rel_abs(values_of(log_softmax(b, 0)), reference(Kind::log_softmax, xb, {5, 33}, 0), 1.0 / 128,
+  check_close_rel_abs(values_of(sb), reference(SoftmaxKind::softmax, xb, {5, 33}, 1), 1.0 / 256, 1e-6);
+  check_close_rel_abs(values_of(log_softmax(b, 0)), reference(SoftmaxKind::log_softmax, xb, {5, 33}, 0), 1.0 / 128,
               1e-3);
 
-  Tensor d = random_tensor({4, 9}, 4).to(DType::f64);
+  Tensor d = random_logits({4, 9}, 4).to(DType::f64);
   const std::vector<double> xd = values_of(d);
   Tensor sd = log_softmax(d, 0);
   CHECK(sd.dtype() == DType::f64);
-  check_close_rel_abs(sd.to_vector<double>(), reference(Kind::log_softmax, xd, {4, 9}, 0), 1e-12, 1e-14);
+  check_close_rel_abs(sd.to_vector<double>(), reference(SoftmaxKind::log_softmax, xd, {4, 9}, 0), 1e-12, 1e-14);
 }
 
 TEST_CASE("softmax over many long rows sums to 1 per row", "[softmax]") {
   // 64 x 4096 elements: rows are split across threads.
-  Tensor t = random_tensor({64, 4096}, 5, 20.0f);
+  Tensor t = random_logits({64, 4096}, 5, 20.0f);
   const std::vector<double> x = values_of(t);
   auto sm = values_of(softmax(t));
-  check_close_rel_abs(sm, reference(Kind::softmax, x, {64, 4096}, 1), 1e-4, 1e-9);
+  check_close_rel_abs(sm, reference(SoftmaxKind::softmax, x, {64, 4096}, 1), 1e-4, 1e-9);
   for (int64_t r = 0; r < 64; ++r) {
     double s = 0;
     for (int64_t j = 0; j < 4096; ++j) s += sm[r * 4096 + j];

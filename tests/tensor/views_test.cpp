@@ -1,15 +1,12 @@
 // Views share storage and read the right elements; copies do not alias.
 // Expected values are computed by hand from row-major index arithmetic.
 #include "dtr/tensor/factory.h"
+#include "tests/support/values.h"
 
 #include <catch2/catch.hpp>
 
 using namespace dtr;
-
-namespace {
-// 0, 1, 2, ... as f32 in the given shape.
-Tensor iota(const Shape& shape) { return arange(numel_of(shape)).view(shape); }
-}  // namespace
+using dtr::testing::iota;  // 0, 1, 2, ... as f32 in the given shape
 
 TEST_CASE("view and reshape keep row-major order and share storage", "[views]") {
   Tensor a = iota({2, 3, 4});
