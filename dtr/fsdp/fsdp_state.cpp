@@ -69,6 +69,14 @@ std::vector<FSDPState*> FSDPState::prefetch_targets(bool forward) {
   return it == order.begin() ? std::vector<FSDPState*>{} : std::vector<FSDPState*>{*std::prev(it)};
 }
 
+void FSDPState::start_iteration() {
+  context_->recording.clear();
+  for (FSDPState* s : context_->states) {
+    s->training_state_ = TrainingState::idle;
+    s->forward_calls_ = 0;
+  }
+}
+
 nn::Tensors FSDPState::pre_forward(const nn::Tensors& inputs_in) {
   DTR_PROFILE_SCOPE("fsdp", "pre_forward");
   if (!context_) lazy_init();
@@ -78,27 +86,21 @@ nn::Tensors FSDPState::pre_forward(const nn::Tensors& inputs_in) {
   if (autograd::in_backward()) {
     // A forward recomputed during backward (activation checkpointing): the
     // parameters are (or are made) unsharded; nothing is recorded or prefetched.
-    // The recomputed graph's backward then ends with this module's post-backward.
+    // It is one more call whose backward this pass must finish before the reduction.
     group_->wait_for_unshard();
+    join_backward_pass();
+    ++calls_awaiting_backward_;
+    training_state_ = TrainingState::pre_backward;
     return arm_post_backward(std::move(inputs), cast);
   }
-  if (is_root_) {  // a new iteration starts
-    context_->recording.clear();
-    for (FSDPState* s : context_->states) {
-      s->training_state_ = TrainingState::idle;
-      s->ran_forward_with_grad_ = false;
-      s->group().drop_post_forward_piece();
-    }
+  if (is_root_) {
+    if (!context_->graph_pending) start_iteration();
+    // A piece kept after an earlier forward may predate an optimizer step.
+    for (FSDPState* s : context_->states) s->group().drop_post_forward_piece();
   }
   if (autograd::is_grad_enabled()) {
-    // Each module reduces its gradients once per backward, after the first of its
-    // calls' backward is done: a second call's gradients would be lost.
-    DTR_CHECK(!ran_forward_with_grad_,
-              "fully_shard: the {} holding '{}' ran forward twice in one forward pass with gradients on; FSDP "
-              "reduces a module's gradients once per backward, so the second call's would be lost. Call it once "
-              "per forward, or fully_shard a module that contains both calls instead",
-              module_.type_name(), group_->empty() ? std::string("no parameters") : group_->params().front()->fqn());
-    ran_forward_with_grad_ = true;
+    ++forward_calls_;
+    context_->graph_pending = true;
   }
   group_->wait_for_unshard();
   training_state_ = TrainingState::forward;
@@ -107,13 +109,14 @@ nn::Tensors FSDPState::pre_forward(const nn::Tensors& inputs_in) {
   return arm_post_backward(std::move(inputs), cast);
 }
 
-// The module's inputs, wrapped so that post-backward runs once the module's
-// backward is done (when any needs a gradient at all); an empty list when the
-// hook leaves the inputs as they came (`cast`: some were cast).
+// The module's inputs, wrapped so that this call's backward reports its end
+// (when any needs a gradient at all); an empty list when the hook leaves the
+// inputs as they came (`cast`: some were cast). A call without such a report is
+// reduced at the end of backward.
 nn::Tensors FSDPState::arm_post_backward(nn::Tensors inputs, bool cast) {
   if (autograd::is_grad_enabled() && autograd::any_requires_grad(inputs)) {
     auto self = shared_from_this();
-    return autograd::call_after_backward(inputs, [self] { self->post_backward(); });
+    return autograd::call_after_backward(inputs, [self] { self->call_backward_done(); });
   }
   return cast ? inputs : nn::Tensors{};
 }
@@ -145,9 +148,15 @@ nn::Tensors FSDPState::post_forward(const nn::Tensors& outputs_in) {
   return cast ? outputs : nn::Tensors{};
 }
 
+void FSDPState::join_backward_pass() {
+  if (in_backward_pass_) return;
+  in_backward_pass_ = true;
+  calls_awaiting_backward_ = forward_calls_;
+}
+
 void FSDPState::pre_backward() {
-  // Until this module's post-backward, the first of its outputs to get a gradient
-  // has done the work (the group stays unsharded until then).
+  // Until the reduction, the first output to get a gradient has done the work
+  // (the group stays unsharded until then).
   if (training_state_ == TrainingState::pre_backward) return;
   DTR_PROFILE_SCOPE("fsdp", "pre_backward");
   if (!context_->backward_queued) {
@@ -155,15 +164,24 @@ void FSDPState::pre_backward() {
     auto root = context_->states.front()->shared_from_this();
     autograd::queue_callback([root] { root->finish_backward(); });
   }
-  if (training_state_ != TrainingState::post_backward) training_state_ = TrainingState::pre_backward;
+  join_backward_pass();
+  training_state_ = TrainingState::pre_backward;
   group_->wait_for_unshard();
   for (FSDPState* target : prefetch_targets(/*forward=*/false)) target->group().issue_all_gather();
 }
 
+void FSDPState::call_backward_done() {
+  join_backward_pass();
+  // Another call of the module still computes with the unsharded parameters and
+  // adds to their gradients.
+  if (--calls_awaiting_backward_ > 0) return;
+  post_backward();
+}
+
 void FSDPState::post_backward() {
   DTR_PROFILE_SCOPE("fsdp", "post_backward");
-  if (training_state_ == TrainingState::post_backward) return;
   training_state_ = TrainingState::post_backward;
+  calls_awaiting_backward_ = 0;
   if (requires_gradient_sync_ && !group_->empty()) {
     // At most two reduce-scatters in flight: finish the previous one first.
     if (context_->last_reduce_scatter && context_->last_reduce_scatter != this) {
@@ -179,12 +197,16 @@ void FSDPState::post_backward() {
 
 void FSDPState::finish_backward() {
   DTR_PROFILE_SCOPE("fsdp", "finish_backward");
-  // Groups whose backward never ran (no input needing grad, or no gradient
-  // reached them) still reduce, in backward order on every rank.
+  // Groups that ran forward and were not reduced in this pass (a call whose
+  // inputs need no gradient, or no gradient reached them) reduce now, in backward
+  // order on every rank; then any other group this pass unsharded.
   const auto& order = context_->forward_order;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const TrainingState state = (*it)->training_state_;
     if (state == TrainingState::forward || state == TrainingState::pre_backward) (*it)->post_backward();
+  }
+  for (FSDPState* s : context_->states) {
+    if (s->training_state_ == TrainingState::pre_backward) s->post_backward();
   }
   if (is_last_backward_) {
     for (FSDPState* s : context_->states) s->group().wait_for_reduce_scatter();
@@ -196,7 +218,14 @@ void FSDPState::finish_backward() {
                                   [](FSDPState* s) { return s->group().copies_host_async(); });
     if (offloaded != context_->states.end()) (*offloaded)->group().wait_for_host_copies();
   }
+  // The next backward (of the same graph, retain_graph) is a pass of its own.
+  for (FSDPState* s : context_->states) {
+    s->training_state_ = TrainingState::idle;
+    s->in_backward_pass_ = false;
+    s->calls_awaiting_backward_ = 0;
+  }
   context_->backward_queued = false;
+  context_->graph_pending = false;
 }
 
 }  // namespace dtr::fsdp

@@ -513,33 +513,6 @@ TEST_CASE("fully_shard refuses: twice, a parent before its child, and tied weigh
   REQUIRE_THROWS_WITH(fsdp::fsdp_module(*plain), Catch::Contains("fully_shard was not applied"));
 }
 
-namespace {
-
-// Calls its one child twice: lin(lin(x)).
-struct LinearTwice : nn::Module {
-  std::shared_ptr<nn::Linear> lin = register_module("lin", std::make_shared<nn::Linear>(8, 8));
-  std::string type_name() const override { return "LinearTwice"; }
-  Tensor forward(const Tensor& x) override { return (*lin)((*lin)(x)); }
-};
-
-}  // namespace
-
-TEST_CASE("a sharded module called twice in one forward is refused with gradients on, allowed without") {
-  // Its gradients would be reduced after the first call's backward only.
-  LinearTwice model;
-  fsdp::fully_shard(*model.lin);
-  fsdp::fully_shard(model);
-  manual_seed(5);
-  const Tensor x = randn({4, 8});
-  {
-    NoGradGuard no_grad;
-    CHECK(model(x).sizes() == Shape{4, 8});
-    CHECK(model(x).sizes() == Shape{4, 8});  // the root's forward starts a new pass each time
-  }
-  CHECK_THROWS_WITH(model(x), Catch::Contains("fully_shard: the Linear holding") &&
-                                  Catch::Contains("ran forward twice in one forward pass with gradients on"));
-}
-
 TEST_CASE("unshard (async) installs the full parameters, reshard puts the shards back") {
   auto make = [] {
     manual_seed(4);
