@@ -196,6 +196,12 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;
+  for (const Parameter& p : parameters()) n += p.global_numel();
+  return n;
+}
+
+int64_t Module::num_local_parameters() const {
+  int64_t n = 0;
   for (const Parameter& p : parameters()) n += p.data().numel();
   return n;
 }

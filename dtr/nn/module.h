@@ -105,7 +105,12 @@ class Module {
   void replace_child(const std::string& name, ModulePtr module);
   // This module ("") and every descendant, parents before children, in registration order.
   std::vector<std::pair<std::string, Module*>> named_modules();
+  // Elements of every parameter, tied ones once: of the global parameters where
+  // sharded (fully_shard, tensor parallel), so the count is the unsharded model's
+  // at any world size, as PyTorch's sum of p.numel() over DTensor parameters.
   int64_t num_parameters() const;
+  // Elements this rank holds: the local shards of sharded parameters.
+  int64_t num_local_parameters() const;
 
   // What this module's own parameter `name` (not a child's) computes with now
   // (Parameter::in_use()), and the handle to its slot.

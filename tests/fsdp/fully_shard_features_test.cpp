@@ -446,6 +446,8 @@ TEST_CASE("memory: parameters, gradients and AdamW state take 16 bytes per local
   auto model = std::make_shared<nn::Transformer>(c);
   const int64_t psi = model->num_parameters();
   shard_transformer(*model);
+  // The peak of training, not of building the whole model and sharding it.
+  reset_peak_memory_stats(Device::cpu());
   nn::optim::AdamW opt(model->parameters(), {.lr = 1e-3});
   Tensor tokens = tokens_for(0, 2, 16);
   Tensor logits = (*model)(tokens);
@@ -461,6 +463,9 @@ TEST_CASE("memory: parameters, gradients and AdamW state take 16 bytes per local
   for (auto& [path, m] : model->named_modules()) {
     if (fsdp::is_fully_sharded(*m)) padded += fsdp::fsdp_module(*m).shard_numel_padded();
   }
+  // The model's size stays the unsharded model's; the local count is this rank's shards.
+  CHECK(model->num_parameters() == psi);
+  CHECK(model->num_local_parameters() == local);
   auto grown = [&](MemoryTag tag) { return after[tag].current_bytes - before[tag].current_bytes; };
   const int64_t state = grown(MemoryTag::param) + grown(MemoryTag::grad) + grown(MemoryTag::optimizer_state);
   INFO("rank " << distributed::rank() << " of " << n << ": psi " << psi << ", local elements " << local

@@ -36,6 +36,7 @@ TEST_CASE("parameters and modules have dotted names in registration order", "[nn
       std::make_shared<Linear>(4, 3), std::make_shared<ReLU>(), std::make_shared<Linear>(3, 2, LinearOptions{.bias = false})});
   CHECK(names_of(seq->named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "2.weight"});
   CHECK(seq->num_parameters() == 4 * 3 + 3 + 3 * 2);
+  CHECK(seq->num_local_parameters() == 4 * 3 + 3 + 3 * 2);  // nothing is sharded
   std::vector<std::string> modules;
   for (auto& [n, m] : seq->named_modules()) modules.push_back(n + ":" + m->type_name());
   CHECK(modules == std::vector<std::string>{":Sequential", "0:Linear", "1:ReLU", "2:Linear"});
