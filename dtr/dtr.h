@@ -1,6 +1,8 @@
-// dtr's common API in one include: tensors and their ops, autograd, modules,
-// optimizers, the process mesh, DTensor, fully_shard, checkpoints and Hugging
-// Face weights. Everything else is included by its own path, <dtr/<layer>/...>.
+// dtr's common API in one include: tensors and their ops, autograd, memory
+// statistics and tags, the step profiler, modules, optimizers, the process mesh,
+// DTensor, fully_shard with its wrap policies, model summary and memory
+// estimator, checkpoints (sharded, full state dicts, safetensors) and Hugging Face
+// weights. Everything else is included by its own path, <dtr/<layer>/...>.
 #pragma once
 
 #include "dtr/base/error.h"
@@ -11,6 +13,7 @@
 #include "dtr/tensor/device.h"
 #include "dtr/tensor/dtype.h"
 #include "dtr/tensor/factory.h"
+#include "dtr/tensor/memory_stats.h"
 #include "dtr/tensor/ops/attention.h"
 #include "dtr/tensor/ops/dropout.h"
 #include "dtr/tensor/ops/elementwise.h"
@@ -19,6 +22,7 @@
 #include "dtr/tensor/ops/reduce.h"
 #include "dtr/tensor/ops/shape_ops.h"
 #include "dtr/tensor/ops/softmax.h"
+#include "dtr/tensor/profiler.h"
 #include "dtr/tensor/random.h"
 #include "dtr/tensor/tensor.h"
 
@@ -44,9 +48,14 @@
 #include "dtr/nn/transformer.h"
 
 #include "dtr/fsdp/fully_shard.h"
+#include "dtr/fsdp/memory_estimate.h"
 #include "dtr/fsdp/state_dict.h"
+#include "dtr/fsdp/summary.h"
+#include "dtr/fsdp/wrap_policy.h"
 
 #include "dtr/checkpoint/checkpoint.h"
+#include "dtr/checkpoint/full_state_dict.h"
 #include "dtr/checkpoint/hf_config.h"
 #include "dtr/checkpoint/hf_weights.h"
+#include "dtr/checkpoint/model_checkpoint.h"
 #include "dtr/checkpoint/safetensors.h"

@@ -11,6 +11,7 @@
 //   mpirun -np 4 tests/dtr_mpi_tests "[ckpt_reference]"
 //   mpirun -np 3 tests/dtr_mpi_tests "[ckpt_reshard]"
 #include "dtr/checkpoint/checkpoint.h"
+#include "dtr/checkpoint/model_checkpoint.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/distributed.h"
 #include "tests/support/mpi_test_util.h"
@@ -213,6 +214,40 @@ TEST_CASE("checkpoint of a sharded model loads into a plain unsharded model on e
   auto sharded = make_sharded(8);
   auto sharded_opt = load_training_state(dir2, *sharded);
   require_same_training_state(*sharded, *sharded_opt, *model, *opt);
+}
+
+TEST_CASE("checkpoint of a model and its optimizer in one call: save, load sharded, plain, or parameters alone") {
+  const fs::path dir = test_dir("one_call");
+  auto model = make_sharded(9);
+  auto opt = make_optimizer(*model);
+  prime(*model, *opt);
+  prime(*model, *opt);
+  ckpt::save(dir, *model, *opt, {{"step", 2}, {"data", {{"position", 48}}}});
+
+  auto resumed = make_sharded(10);  // other initial values
+  auto resumed_opt = make_optimizer(*resumed);
+  const nlohmann::json extra = ckpt::load(dir, *resumed, *resumed_opt);
+  require_same_training_state(*resumed, *resumed_opt, *model, *opt);
+  CHECK(extra == nlohmann::json{{"step", 2}, {"data", {{"position", 48}}}});  // the optimizer's own keys stay inside
+
+  auto plain = make_model(11);
+  auto plain_opt = make_optimizer(*plain);
+  ckpt::load(dir, *plain, *plain_opt);
+  require_same_training_state(*plain, *plain_opt, *model, *opt);
+
+  auto weights_only = make_model(12);
+  CHECK(ckpt::load(dir, *weights_only).at("step") == 2);
+  auto want = model->named_parameters();
+  auto got = weights_only->named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    REQUIRE(bytes_of(got[i].second) == bytes_of(full_tensor_of(want[i].second)));
+  }
+
+  const fs::path refused = test_dir("one_call_refused");
+  REQUIRE_THROWS_WITH(ckpt::save(refused, *model, *opt, {{"optim", 1}}), Catch::Contains("has a key \"optim\""));
+  REQUIRE_THROWS_WITH(ckpt::save(refused, *model, nlohmann::json::array()),
+                      Catch::Contains("must be a JSON object"));
 }
 
 namespace {
