@@ -354,19 +354,42 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::pair<std::string, Tensor>> targets;
-  for (auto& [name, p] : named_parameters()) targets.emplace_back(name, p.data());
-  for (auto& nb : named_buffers()) targets.push_back(nb);
+  // Each target: where the value goes, and for a sharded parameter its layout.
+  struct Target {
+    std::string name;
+    Tensor local;
+    const DTensorSpec* sharding = nullptr;
+  };
+  std::vector<Target> targets;
+  for (auto& [name, p] : named_parameters()) targets.push_back({name, p.data(), p.sharding()});
+  for (auto& [name, b] : named_buffers()) targets.push_back({name, b});
   std::vector<std::string> missing, mismatched;
   std::set<std::string> known;
-  for (const auto& [name, t] : targets) {
-    known.insert(name);
-    auto it = state.find(name);
+  // What is copied into each target: the value itself, or this rank's rows of a
+  // full (global) value of a sharded parameter.
+  std::vector<Tensor> sources(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const Target& t = targets[i];
+    known.insert(t.name);
+    auto it = state.find(t.name);
     if (it == state.end()) {
-      missing.push_back(name);
-    } else if (it->second.sizes() != t.sizes()) {
-      mismatched.push_back(fmt::format("{} (checkpoint {}, module {})", name, shape_str(it->second.sizes()),
-                                       shape_str(t.sizes())));
+      missing.push_back(t.name);
+      continue;
+    }
+    const Tensor& value = it->second;
+    if (t.sharding && value.sizes() == t.sharding->shape) {
+      Tensor rows = value;
+      const Shape offset = t.sharding->local_offset();
+      for (int64_t d = 0; d < rows.dim(); ++d) rows = rows.narrow(d, offset[d], t.local.size(d));
+      sources[i] = rows;
+    } else if (value.sizes() == t.local.sizes()) {
+      sources[i] = value;  // a shard saved from the same layout, or a plain tensor
+    } else if (t.sharding) {  // the message is the same on every rank: global shapes only
+      mismatched.push_back(fmt::format("{} (state {}, sharded parameter of global shape {})", t.name,
+                                       shape_str(value.sizes()), shape_str(t.sharding->shape)));
+    } else {
+      mismatched.push_back(
+          fmt::format("{} (state {}, module {})", t.name, shape_str(value.sizes()), shape_str(t.local.sizes())));
     }
   }
   std::vector<std::string> unexpected;
@@ -379,9 +402,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
             "{}.load_state_dict: missing keys [{}], unexpected keys [{}]", type_name(),
             fmt::join(missing, ", "), fmt::join(unexpected, ", "));
   NoGradGuard no_grad;
-  for (const auto& [name, t] : targets) {
-    auto it = state.find(name);
-    if (it != state.end()) Tensor(t).copy_(it->second);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (sources[i].defined()) Tensor(targets[i].local).copy_(sources[i]);
   }
 }
 

@@ -147,7 +147,10 @@ class Module {
   // Parameters and buffers by dotted name (detached: same storage, no grad).
   StateDict state_dict() const;
   // Copies values in. strict: every key of the module must be present and no extra
-  // key may be; errors list the missing, unexpected and mismatched keys.
+  // key may be; errors list the missing, unexpected and mismatched keys. A sharded
+  // parameter (fully_shard, tensor parallel) takes a value of its global shape, of
+  // which each rank keeps its own rows (so every rank loads the same full dict, as
+  // with set_model_state_dict's full_state_dict), or a local shard of the same layout.
   void load_state_dict(const StateDict& state, bool strict = true);
   void zero_grad(bool set_to_none = true);
 

@@ -518,6 +518,21 @@ TEST_CASE("fully_shard refuses: twice, a parent before its child, and tied weigh
   REQUIRE_THROWS_WITH(fsdp::fsdp_module(*plain), Catch::Contains("fully_shard was not applied"));
 }
 
+TEST_CASE("load_state_dict of a full state dict on a sharded model keeps each rank's rows") {
+  auto reference = std::make_shared<nn::Transformer>(testing::tiny_config());  // the full values
+  manual_seed(21);
+  auto model = std::make_shared<nn::Transformer>(testing::tiny_config());  // other values
+  shard_transformer(*model);
+  model->load_state_dict(reference->state_dict());
+  require_full_parameters_equal(*model, *reference);
+
+  // A shape that is neither the global one nor the shard's: the same message on every rank.
+  nn::StateDict wrong = reference->state_dict();
+  wrong["tok_embeddings.weight"] = zeros({3, 5});
+  REQUIRE_THROWS_WITH(model->load_state_dict(wrong),
+                      Catch::Contains("tok_embeddings.weight (state [3, 5], sharded parameter of global shape [32, 16])"));
+}
+
 TEST_CASE("unshard (async) installs the full parameters, reshard puts the shards back") {
   auto make = [] {
     manual_seed(4);
