@@ -2,8 +2,12 @@
 // block and the root, each rank on its own slice of every global batch.
 //   mpirun -np 2 build/release/examples/train_fsdp [steps=150]
 // Each rank holds about 1/N of the parameters, gradients and AdamW state; rank 0
-// prints the loss (averaged over the ranks) and the per-rank state memory. The
-// process exits non-zero if the loss did not fall below half its start.
+// prints the loss (averaged over the ranks) and the per-rank state memory. Then it
+// saves a checkpoint of the model and its optimizer in one call
+// (train_fsdp_ckpt_np<N> in the working directory), resumes a fresh model and
+// optimizer from it in one call, and checks that one more step of each gives the
+// same loss. The process exits non-zero if the loss did not fall below half its
+// start or the resumed step differs.
 #include <dtr/dtr.h>
 #include <dtr/tensor/allocator.h>
 
@@ -50,27 +54,35 @@ int main(int argc, char** argv) {
   config.n_heads = 4;
   config.max_seq_len = seq;
   config.device = Device::meta();  // build without memory; each rank materialises its shards
-  auto model = std::make_shared<nn::Transformer>(config);
-  const int64_t psi = model->num_parameters();
-  for (auto& layer : model->layers()) fsdp::fully_shard(*layer);
-  fsdp::fully_shard(*model);
-  model->to_empty(Device::cpu());
+  auto build = [&] {
+    auto model = std::make_shared<nn::Transformer>(config);
+    for (auto& layer : model->layers()) fsdp::fully_shard(*layer);
+    fsdp::fully_shard(*model);
+    model->to_empty(Device::cpu());
+    return model;
+  };
+  auto model = build();
+  const int64_t psi = model->num_parameters();  // the whole model's count, on every rank
   manual_seed(0);
   model->reset_parameters();  // the values of an unsharded init, whatever the number of ranks
 
   nn::optim::AdamW opt(model->parameters(), {.lr = 3e-3, .weight_decay = 0.0});
   const int64_t local = global_batch / n;
-  double first = 0, last = 0;
-  for (int step = 0; step < steps; ++step) {
+  // One optimizer step on this rank's rows of batch `step`; the loss averaged over the ranks.
+  auto train_step = [&](nn::Module& m, nn::optim::Optimizer& o, int step) {
     auto [tokens, targets] = batch(step, rank * local, (rank + 1) * local, seq);
-    opt.zero_grad();
-    Tensor logits = (*model)(tokens);
+    o.zero_grad();
+    Tensor logits = m(tokens);
     Tensor loss = cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
     loss.backward();
-    opt.step();
+    o.step();
     Tensor mean_loss = full({1}, loss.item(), {.dtype = DType::f64});
     distributed::world_group()->all_reduce(mean_loss, mesh::ReduceOp::avg())->wait();
-    last = mean_loss.item();
+    return mean_loss.item();
+  };
+  double first = 0, last = 0;
+  for (int step = 0; step < steps; ++step) {
+    last = train_step(*model, opt, step);
     if (step == 0) first = last;
     if (rank == 0 && (step % 25 == 0 || step == steps - 1)) fmt::print("step {:4d}  loss {:.4f}\n", step, last);
   }
@@ -82,6 +94,17 @@ int main(int argc, char** argv) {
                "(16 bytes x params / ranks = {:.2f} MB)\n",
                n, psi, state / 1e6, 16.0 * psi / n / 1e6);
   }
+
+  // Checkpoint and resume, one call each (any world size can load it).
+  const std::string dir = fmt::format("train_fsdp_ckpt_np{}", n);
+  checkpoint::save(dir, *model, opt, {{"step", steps}});
+  auto resumed = build();
+  nn::optim::AdamW resumed_opt(resumed->parameters(), {.lr = 3e-3, .weight_decay = 0.0});
+  const nlohmann::json extra = checkpoint::load(dir, *resumed, resumed_opt);
+  const int next = extra.at("step").get<int>();
+  const double continued = train_step(*model, opt, next), after_resume = train_step(*resumed, resumed_opt, next);
+  if (rank == 0) fmt::print("step {} from {}: loss {:.6f}, continuing without it {:.6f}\n", next, dir, after_resume,
+                            continued);
   distributed::finalize();
-  return last < 0.5 * first ? 0 : 1;
+  return last < 0.5 * first && after_resume == continued ? 0 : 1;
 }
