@@ -29,7 +29,7 @@ json broadcast_json(const json& mine) {
   Tensor len = from_vector<int64_t>({static_cast<int64_t>(text.size())}, {1});
   group->broadcast(len, 0)->wait();
   const int64_t n = len.to_vector<int64_t>()[0];
-  Tensor bytes = empty({n}, {.dtype = DType::u8});
+  Tensor bytes = empty({n}, {.dtype = DType::u8, .device = Device::cpu()});
   if (is_rank0() && n > 0) std::memcpy(bytes.raw_data(), text.data(), static_cast<size_t>(n));
   if (n > 0) group->broadcast(bytes, 0)->wait();
   text.assign(static_cast<const char*>(bytes.raw_data()), static_cast<size_t>(n));

@@ -135,7 +135,7 @@ std::map<std::string, Tensor> read_needed(const CheckpointState& state, const Me
   for (const auto& [name, entry] : state.tensors) {
     const TensorMeta& tm = metadata.tensors.at(name);
     const Box need = box_to_read(entry);
-    Tensor staging = empty(need.shape, {.dtype = tm.dtype});
+    Tensor staging = empty(need.shape, {.dtype = tm.dtype, .device = Device::cpu()});
     char* dst = static_cast<char*>(staging.raw_data());
     int64_t covered = 0;
     for (const ChunkMeta& c : tm.chunks) {

@@ -129,7 +129,7 @@ Tensor read_safetensors_box(const fs::path& path, const SafetensorsHeader& heade
   }
   DTR_CHECK(inside, "safetensors file {}, tensor '{}': box {} lies outside the shape {}", path.string(), name,
             box.to_string(), shape_text(t.shape));
-  Tensor out = empty(box.shape, {.dtype = t.dtype});
+  Tensor out = empty(box.shape, {.dtype = t.dtype, .device = Device::cpu()});
   if (box.numel() == 0) return out;
   FileReader reader(path);
   const auto esize = static_cast<int64_t>(element_size(t.dtype));

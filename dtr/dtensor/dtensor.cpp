@@ -28,7 +28,7 @@ void check_local_shapes(const Tensor& local, const DTensorSpec& spec) {
   auto world = distributed::world_group(DeviceType::cpu);
   const int64_t ndim = local.dim();
   Tensor mine = from_vector<int64_t>(local.sizes(), {ndim});
-  Tensor all = dtr::empty({world->size() * ndim}, {.dtype = DType::i64});
+  Tensor all = dtr::empty({world->size() * ndim}, {.dtype = DType::i64, .device = Device::cpu()});
   world->all_gather_into_tensor(all, mine)->wait();
   auto shapes = all.to_vector<int64_t>();
   const auto& ranks = spec.mesh.ranks();

@@ -288,7 +288,7 @@ void FSDPParamGroup::copy_out_pinned(const Tensor& reduced) {
     if (!rows[i].defined()) continue;
     if (post_divide_ != 1.0) mul_(rows[i], Scalar(1.0 / post_divide_));
     Tensor shard = params_[i]->sharded();
-    Tensor grad = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .pin_memory = true});
+    Tensor grad = dtr::empty(shard.sizes(), {.dtype = shard.dtype(), .device = Device::cpu(), .pin_memory = true});
     if (shard.grad().defined()) {
       if (!waited) wait_for_host_copies();
       waited = true;

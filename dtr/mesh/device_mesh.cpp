@@ -73,8 +73,8 @@ void check_same_on_all_ranks(DeviceType type, const std::vector<int64_t>& shape,
   auto world = distributed::world_group(DeviceType::cpu);
   const std::string text = mesh_text(type, shape, names);
   const int64_t mine = static_cast<int64_t>(std::hash<std::string>{}(text) & 0x7fffffffffffffffULL);
-  Tensor in = full({1}, mine, {.dtype = DType::i64});
-  Tensor all = empty({world->size()}, {.dtype = DType::i64});
+  Tensor in = full({1}, mine, {.dtype = DType::i64, .device = Device::cpu()});
+  Tensor all = empty({world->size()}, {.dtype = DType::i64, .device = Device::cpu()});
   world->all_gather_into_tensor(all, in)->wait();
   auto hashes = all.to_vector<int64_t>();
   for (int r = 0; r < world->size(); ++r) {

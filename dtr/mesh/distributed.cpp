@@ -74,7 +74,7 @@ mesh::ProcessGroupPtr make_world_cuda() {
 #if DTR_WITH_NCCL
   // Through the world group (as the NCCL bootstrap does), so that every MPI call
   // goes through the progress engine's serialisation.
-  Tensor own_gpu = full({1}, cuda::device_count() >= g_state.local_world_size ? 1 : 0, {.dtype = DType::i32});
+  Tensor own_gpu = full({1}, cuda::device_count() >= g_state.local_world_size ? 1 : 0, {.dtype = DType::i32, .device = Device::cpu()});
   g_state.world_mpi->all_reduce(own_gpu, mesh::ReduceOp::min())->wait();
   const int every_rank_own_gpu = own_gpu.to_vector<int32_t>()[0];
   if (setting == "nccl") {

@@ -9,7 +9,7 @@ namespace dtr::nn {
 
 struct LayerOptions {
   DType dtype = DType::f32;
-  Device device = Device::cpu();
+  Device device = default_device();
 };
 
 class Embedding : public Module {

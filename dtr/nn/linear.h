@@ -15,7 +15,7 @@ struct LinearOptions {
   bool bias = true;
   double init_std = 0;  // > 0: normal(0, init_std) weights and zero bias
   DType dtype = DType::f32;
-  Device device = Device::cpu();
+  Device device = default_device();
   LinearActivation activation = LinearActivation::none;  // applied to x · Wᵀ + b
 };
 

@@ -4,9 +4,11 @@
 #include "dtr/tensor/autograd/function.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/factory.h"
+#include "dtr/tensor/memory_stats.h"
 #include "dtr/tensor/profiler.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace dtr::nn {
@@ -97,6 +99,10 @@ Tensor Module::operator()(const Tensor& input) {
 }
 
 Tensors Module::call(const Tensors& inputs) {
+  // What a forward allocates without a tag of its own (its outputs, the tensors it
+  // saves for backward) is counted as activations; a caller that set a tag keeps it.
+  std::optional<MemoryTagGuard> activations;
+  if (current_memory_tag() == MemoryTag::other) activations.emplace(MemoryTag::activation);
   if (!profiler::enabled()) [[likely]] return call_with_hooks(inputs, nullptr);
   const int64_t start = profiler::now_ns();
   std::shared_ptr<detail::ModuleBackwardSpan> backward;
@@ -385,11 +391,11 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     } else if (value.sizes() == t.local.sizes()) {
       sources[i] = value;  // a shard saved from the same layout, or a plain tensor
     } else if (t.sharding) {  // the message is the same on every rank: global shapes only
-      mismatched.push_back(fmt::format("{} (state {}, sharded parameter of global shape {})", t.name,
+      mismatched.push_back(fmt::format("{} (checkpoint {}, sharded parameter of global shape {})", t.name,
                                        shape_str(value.sizes()), shape_str(t.sharding->shape)));
     } else {
       mismatched.push_back(
-          fmt::format("{} (state {}, module {})", t.name, shape_str(value.sizes()), shape_str(t.local.sizes())));
+          fmt::format("{} (checkpoint {}, module {})", t.name, shape_str(value.sizes()), shape_str(t.local.sizes())));
     }
   }
   std::vector<std::string> unexpected;

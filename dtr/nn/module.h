@@ -25,6 +25,9 @@
 // Initialisation: parameters are made (or re-made on another device with
 // to_empty) and then filled by reset_parameters(), which visits modules in
 // named_modules() order, each filling its own parameters through the RNG.
+// Memory (dtr/tensor/memory_stats.h): what a call allocates under no tag of the
+// caller's (its outputs and the tensors it saves for backward) is counted as
+// MemoryTag::activation, for any module, a user's too.
 // Profiling (dtr/tensor/profiler.h): while the profiler records, operator() records
 // a "forward" span (hooks included) and, when the output needs a gradient, a
 // "backward" span from the moment an output's gradient is first ready to the moment

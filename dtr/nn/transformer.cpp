@@ -18,11 +18,13 @@ double residual_std(const TransformerConfig& c) {
   return kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layers));
 }
 
+Device device_of(const TransformerConfig& c) { return c.device.value_or(default_device()); }
+
 LinearOptions linear_options(const TransformerConfig& c, double std) {
-  return {.bias = c.style == TransformerStyle::gpt2, .init_std = std, .dtype = c.dtype, .device = c.device};
+  return {.bias = c.style == TransformerStyle::gpt2, .init_std = std, .dtype = c.dtype, .device = device_of(c)};
 }
 
-LayerOptions layer_options(const TransformerConfig& c) { return {.dtype = c.dtype, .device = c.device}; }
+LayerOptions layer_options(const TransformerConfig& c) { return {.dtype = c.dtype, .device = device_of(c)}; }
 
 ModulePtr make_norm(const TransformerConfig& c) {
   if (c.style == TransformerStyle::llama) return std::make_shared<RMSNorm>(c.dim, c.norm_eps, layer_options(c));
@@ -133,7 +135,7 @@ Transformer::Transformer(const TransformerConfig& c) : config_(c) {
   if (!c.tie_weights) {
     output_ = register_module("output", std::make_shared<Linear>(
                                             c.dim, c.vocab_size,
-                                            LinearOptions{.bias = false, .init_std = kInitStd, .dtype = c.dtype, .device = c.device}));
+                                            LinearOptions{.bias = false, .init_std = kInitStd, .dtype = c.dtype, .device = device_of(c)}));
   }
 }
 

@@ -32,7 +32,7 @@ struct TransformerConfig {
   double dropout = 0.0;
   bool tie_weights = false;
   DType dtype = DType::f32;
-  Device device = Device::cpu();
+  std::optional<Device> device{};  // unset: the default device when the model is built
 
   // The GPT-2 124M shape (12 layers, 768 wide, 12 heads, 50257 tokens, 1024 positions).
   static TransformerConfig gpt2_124m();

@@ -28,4 +28,14 @@ Device Device::parse(std::string_view text) {
   DTR_FAIL("unknown device '{}': expected cpu, meta, cuda or cuda:N", text);
 }
 
+namespace {
+thread_local Device t_default_device = Device::cpu();
+}  // namespace
+
+Device default_device() { return t_default_device; }
+
+DefaultDeviceGuard::DefaultDeviceGuard(Device device) : previous_(t_default_device) { t_default_device = device; }
+
+DefaultDeviceGuard::~DefaultDeviceGuard() { t_default_device = previous_; }
+
 }  // namespace dtr

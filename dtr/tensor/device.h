@@ -1,5 +1,11 @@
 // Device: where a tensor's memory lives. cpu, cuda:N, or meta (shape and dtype
 // only, no memory: models are built on meta and materialised shard by shard).
+// The default device, which factories and layers use when not told one, is the
+// CPU or, for a scope, another (DefaultDeviceGuard, as torch.device used as a
+// context manager):
+//
+//   { DefaultDeviceGuard meta(Device::meta());
+//     model = std::make_shared<MyModel>(); }      // every parameter on meta
 #pragma once
 
 #include <fmt/format.h>
@@ -26,6 +32,23 @@ struct Device {
   std::string str() const;
 
   friend bool operator==(const Device&, const Device&) = default;
+};
+
+// This thread's default device: the innermost DefaultDeviceGuard's, else the CPU.
+Device default_device();
+
+// Sets this thread's default device for a scope. Only what names no device
+// follows it: an explicit device wins, and tensors made before keep theirs. dtr's
+// own host-side buffers (file I/O, exchanges over MPI) always name the CPU.
+class DefaultDeviceGuard {
+ public:
+  explicit DefaultDeviceGuard(Device device);
+  ~DefaultDeviceGuard();
+  DefaultDeviceGuard(const DefaultDeviceGuard&) = delete;
+  DefaultDeviceGuard& operator=(const DefaultDeviceGuard&) = delete;
+
+ private:
+  Device previous_;
 };
 
 }  // namespace dtr

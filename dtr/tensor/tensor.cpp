@@ -392,7 +392,7 @@ Tensor Tensor::pin_memory() const {
   DTR_CHECK(device().is_cpu(), "pin_memory: expected a CPU tensor (only host memory can be pinned), found one on {}",
             device());
   if (is_pinned()) return *this;
-  Tensor out = empty(sizes(), {.dtype = dtype(), .tag = storage().tag(), .pin_memory = true});
+  Tensor out = empty(sizes(), {.dtype = dtype(), .device = Device::cpu(), .tag = storage().tag(), .pin_memory = true});
   {
     NoGradGuard no_grad;
     out.copy_(*this);

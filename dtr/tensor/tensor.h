@@ -47,12 +47,13 @@ struct LogicalSlice {
   bool is_whole() const { return logical_shape.empty() && offset.empty(); }
 };
 
-// What a factory allocates: dtype, device and the memory tag the bytes are
+// What a factory allocates: dtype, device (the default device, see
+// dtr/tensor/device.h, when not given) and the memory tag the bytes are
 // counted under (the thread's current tag when not given); pin_memory: a CPU
 // tensor in pinned host memory (needs the CUDA backend and a GPU).
 struct TensorOptions {
   DType dtype = DType::f32;
-  Device device = Device::cpu();
+  Device device = default_device();
   std::optional<MemoryTag> tag;
   bool pin_memory = false;
 };

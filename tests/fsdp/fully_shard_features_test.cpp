@@ -530,7 +530,7 @@ TEST_CASE("load_state_dict of a full state dict on a sharded model keeps each ra
   nn::StateDict wrong = reference->state_dict();
   wrong["tok_embeddings.weight"] = zeros({3, 5});
   REQUIRE_THROWS_WITH(model->load_state_dict(wrong),
-                      Catch::Contains("tok_embeddings.weight (state [3, 5], sharded parameter of global shape [32, 16])"));
+                      Catch::Contains("tok_embeddings.weight (checkpoint [3, 5], sharded parameter of global shape [32, 16])"));
 }
 
 TEST_CASE("unshard (async) installs the full parameters, reshard puts the shards back") {

@@ -5,10 +5,12 @@
 #include "dtr/nn/container.h"
 #include "dtr/nn/linear.h"
 #include "dtr/nn/simple_model.h"
+#include "dtr/nn/transformer.h"
 #include "dtr/tensor/allocator.h"
 #include "dtr/tensor/autograd/function.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/factory.h"
+#include "dtr/tensor/memory_stats.h"
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/reduce.h"
@@ -47,6 +49,77 @@ TEST_CASE("parameters and modules have dotted names in registration order", "[nn
   }
   CHECK_THROWS_WITH((*seq)[0].parameter("kernel"), Catch::Contains("Linear: no parameter named 'kernel' (it has: weight, bias)"));
   CHECK_THROWS_WITH((*seq)[5], Catch::Contains("index 5 out of range for 3 modules"));
+}
+
+TEST_CASE("a module's forward allocates activations, unless its caller set another tag", "[nn][module]") {
+  auto mlp = std::make_shared<Sequential>(std::initializer_list<ModulePtr>{
+      std::make_shared<Linear>(8, 16), std::make_shared<ReLU>(), std::make_shared<Linear>(16, 2)});
+  const Tensor x = randn({4, 8});
+  auto grown = [](const MemoryStats& before, MemoryTag tag) {
+    return memory_stats(Device::cpu())[tag].current_bytes - before[tag].current_bytes;
+  };
+  const MemoryStats before = memory_stats(Device::cpu());
+  Tensor y = (*mlp)(x);
+  // Alive now: the output (4x2) and what backward needs, the ReLU's 4x16 output
+  // (the first Linear's output is freed); nothing is counted as "other".
+  CHECK(grown(before, MemoryTag::activation) == (4 * 2 + 4 * 16) * 4);
+  CHECK(grown(before, MemoryTag::other) == 0);
+  {
+    MemoryTagGuard tag(MemoryTag::comm_buffer);
+    const MemoryStats again = memory_stats(Device::cpu());
+    Tensor z = (*mlp)(x);
+    CHECK(grown(again, MemoryTag::comm_buffer) == (4 * 2 + 4 * 16) * 4);
+    CHECK(grown(again, MemoryTag::activation) == 0);
+  }
+}
+
+namespace {
+
+// A user's module that names no device: its parameters follow the default device.
+class DeviceFreeModule : public Module {
+ public:
+  std::string type_name() const override { return "DeviceFreeModule"; }
+  Tensor forward(const Tensor& x) override { return add(mul(x, scale_), (*proj_)(x)); }
+
+ private:
+  Parameter scale_ = register_parameter("scale", randn({4}));
+  std::shared_ptr<Linear> proj_ = register_module("proj", std::make_shared<Linear>(4, 4));
+};
+
+}  // namespace
+
+TEST_CASE("a scoped default device places what names no device: factories, layers, a user's module", "[nn][device]") {
+  CHECK(default_device() == Device::cpu());
+  {
+    DefaultDeviceGuard meta(Device::meta());
+    CHECK(empty({2, 3}).device().is_meta());
+    CHECK(randn({2}).device().is_meta());
+    CHECK(zeros({2}, {.device = Device::cpu()}).device().is_cpu());  // an explicit device wins
+    {
+      DefaultDeviceGuard cpu(Device::cpu());  // nested: the innermost scope counts
+      CHECK(zeros({2}).device().is_cpu());
+    }
+    CHECK(default_device() == Device::meta());
+    auto user = std::make_shared<DeviceFreeModule>();
+    for (auto& [name, p] : user->named_parameters()) {
+      INFO(name);
+      CHECK(p->device().is_meta());
+    }
+    TransformerConfig c;  // its device is unset: the scope's when the model is built
+    c.vocab_size = 16;
+    c.dim = 8;
+    c.n_layers = 1;
+    c.n_heads = 2;
+    auto transformer = std::make_shared<Transformer>(c);
+    for (auto& [name, p] : transformer->named_parameters()) {
+      INFO(name);
+      CHECK(p->device().is_meta());
+    }
+    user->to_empty(Device::cpu());  // materialised as a meta-built model is
+    for (auto& [name, p] : user->named_parameters()) CHECK(p->device().is_cpu());
+  }
+  CHECK(default_device() == Device::cpu());
+  CHECK(empty({1}).device().is_cpu());
 }
 
 TEST_CASE("Linear computes x W^T + b and its gradients", "[nn][module]") {

@@ -48,7 +48,7 @@ Tensor masked_lookup(const Tensor& table, const Tensor& indices, int64_t offset)
   out_shape.push_back(table.size(1));
   if (rows == 0) {
     // No rows here: zeros, connected to the (empty) table so its gradient exists.
-    return add(zeros(out_shape, {.dtype = table.dtype()}), mul(sum(table), Scalar(0)));
+    return add(zeros(out_shape, {.dtype = table.dtype(), .device = table.device()}), mul(sum(table), Scalar(0)));
   }
   Tensor mask = mul(ge(indices, Scalar(offset)), lt(indices, Scalar(offset + rows)));  // u8
   Tensor local_indices = where(mask, sub(indices, Scalar(offset)), zeros_like(indices));

@@ -70,7 +70,7 @@ std::shared_ptr<ProcessGroup> create_nccl_group(const std::shared_ptr<mpi::MpiPr
   // Rank 0 makes the id; the others get it over MPI.
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
-  Tensor id_bytes = zeros({static_cast<int64_t>(sizeof(ncclUniqueId))}, {.dtype = DType::u8});
+  Tensor id_bytes = zeros({static_cast<int64_t>(sizeof(ncclUniqueId))}, {.dtype = DType::u8, .device = Device::cpu()});
   if (bootstrap->rank() == 0) {
     DTR_NCCL_CHECK(ncclGetUniqueId(&id));
     std::memcpy(id_bytes.raw_data(), &id, sizeof(id));

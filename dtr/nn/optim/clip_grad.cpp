@@ -267,7 +267,7 @@ double global_grad_norm_pow(const std::vector<Parameter>& params, double norm_ty
   const bool is_max = std::isinf(norm_type);
   double total = local_grad_norm_pow(split.plain, norm_type);
   for (const auto& [groups, tensors] : split.sharded) {
-    Tensor part = full({1}, local_grad_norm_pow(tensors, norm_type), {.dtype = DType::f64});
+    Tensor part = full({1}, local_grad_norm_pow(tensors, norm_type), {.dtype = DType::f64, .device = Device::cpu()});
     for (mesh::ProcessGroup* group : groups) {
       group->all_reduce(part, is_max ? mesh::ReduceOp::max() : mesh::ReduceOp::sum())->wait();
     }
