@@ -40,21 +40,8 @@ done
 count=$(ls "$scratch/src" | wc -l)
 [[ $count -gt 0 ]] || { echo "FAIL: no program found in $guide/*.md" >&2; exit 1; }
 
-{
-  echo "cmake_minimum_required(VERSION 3.25)"
-  echo "project(guide_programs CXX)"
-  echo "find_package(dtr REQUIRED)"
-  for f in "$scratch"/src/*.cpp; do
-    name=$(basename "$f" .cpp)
-    echo "add_executable($name src/$name.cpp)"
-    echo "target_link_libraries($name PRIVATE dtr::dtr)"
-  done
-} >"$scratch/CMakeLists.txt"
 # Unoptimised: the programs are small; compile time dominates.
-cmake -S "$scratch" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE= \
-  -DCMAKE_CXX_FLAGS="-O0 -Wall -Wextra -Werror" >/dev/null
-if ! cmake --build "$scratch/build" -- -k 0 >"$scratch/build.log" 2>&1; then
-  grep -E "error" "$scratch/build.log" | head -20
+if ! "$(dirname "$0")/../support/build_programs.sh" "$scratch" guide_programs "-O0 -Wall -Wextra -Werror"; then
   echo "FAIL: guide programs that do not compile (<page>_<line>: the page and the program's first line); sources in $scratch/src" >&2
   exit 1
 fi

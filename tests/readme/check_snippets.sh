@@ -25,21 +25,8 @@ awk -v dir="$scratch/src" '
   }' "$readme"
 count=$(ls "$scratch/src" | wc -l)
 [[ $count -gt 0 ]] || { echo "FAIL: no C++ snippet found in $readme" >&2; exit 1; }
-{
-  echo "cmake_minimum_required(VERSION 3.25)"
-  echo "project(readme_snippets CXX)"
-  echo "find_package(dtr REQUIRED)"
-  for f in "$scratch"/src/*.cpp; do
-    name=$(basename "$f" .cpp)
-    echo "add_executable($name src/$name.cpp)"
-    echo "target_link_libraries($name PRIVATE dtr::dtr)"
-  done
-} >"$scratch/CMakeLists.txt"
-# Unoptimised (-O0, no build type): the snippets are compiled and linked, never run.
-cmake -S "$scratch" -B "$scratch/build" -G Ninja -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE= \
-  -DCMAKE_CXX_FLAGS=-O0 >/dev/null
-if ! cmake --build "$scratch/build" -- -k 0 >"$scratch/build.log" 2>&1; then
-  grep -E "error|snippet_[0-9]+" "$scratch/build.log" | grep -E "error" | head -20
+# Unoptimised (-O0): the snippets are compiled and linked, never run.
+if ! "$(dirname "$0")/../support/build_programs.sh" "$scratch" readme_snippets -O0; then
   echo "FAIL: README.md snippets that do not compile (snippet_<line>: its first line in README.md); sources in $scratch/src" >&2
   exit 1
 fi
