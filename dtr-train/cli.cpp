@@ -5,9 +5,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
 
 namespace dtr::train {
 
@@ -42,24 +47,89 @@ struct ChoiceText {
         progress_bar(to_string(c.progress_bar)) {}
 };
 
+// The values a number flag takes: from min to max, min itself excluded when
+// above_min; by default its type's whole range. A floating-point flag takes
+// finite values only.
+template <typename T>
+struct Bounds {
+  T min = std::numeric_limits<T>::lowest();
+  T max = std::numeric_limits<T>::max();
+  bool above_min = false;
+};
+
+// "an integer from 1 to 9223372036854775807", "a finite number > 0", "a number in (0, 0.5]".
+template <typename T>
+std::string describe(const Bounds<T>& b) {
+  if constexpr (std::is_integral_v<T>) {
+    return fmt::format("an integer from {} to {}", b.min, b.max);
+  } else {
+    const bool has_min = b.min != std::numeric_limits<T>::lowest(), has_max = b.max != std::numeric_limits<T>::max();
+    if (has_min && has_max) return fmt::format("a number in {}{}, {}]", b.above_min ? '(' : '[', b.min, b.max);
+    if (has_min) return fmt::format("a finite number {} {}", b.above_min ? ">" : ">=", b.min);
+    if (has_max) return fmt::format("a finite number <= {}", b.max);
+    return "a finite number";
+  }
+}
+
+// `text` as a T, or nullopt: decimal digits for an integer, a decimal number
+// (or inf / nan) for a floating-point value, with an optional sign and nothing
+// around them; nullopt too when it is outside T's range.
+template <typename T>
+std::optional<T> parse_number(std::string_view text) {
+  if (text.size() > 1 && text[0] == '+' && text[1] != '-') text.remove_prefix(1);
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// The check of a number flag: a value that is not a T, is outside T's range or
+// `bounds`, or is not finite throws BadFlag naming the flag and the value as typed
+// (out of CLI11's parse, to parse_cli, which reports it like validate()'s).
+// It then rewrites the value exactly (decimal for an integer, hexadecimal for a
+// floating-point value), so that CLI11's own conversion stores the value checked:
+// that conversion (strtoll in base 0, strtoull, strtold) saturates integers out of
+// range, wraps a negative unsigned one, reads "010" as octal and takes "inf".
+template <typename T>
+CLI::Validator checked_number(const std::string& flag, Bounds<T> bounds) {
+  return CLI::Validator(
+      [flag, bounds](std::string& text) {
+        const std::optional<T> value = parse_number<T>(text);
+        bool ok = value && *value <= bounds.max && (bounds.above_min ? *value > bounds.min : *value >= bounds.min);
+        if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(*value);
+        if (!ok) bad(fmt::format("{} must be {}, got '{}'", flag, describe(bounds), text));
+        if constexpr (std::is_integral_v<T>) {
+          text = fmt::format("{}", *value);
+        } else {
+          text = fmt::format("{:a}", *value);
+        }
+        return std::string();
+      },
+      "");
+}
+
+// A number flag (integer or floating point) with its values checked and rewritten
+// as above (a transform: CLI11's check() would keep the value as typed).
+template <typename T>
+void add_number(CLI::App& app, const std::string& flag, T& variable, const std::string& help, Bounds<T> bounds = {}) {
+  app.add_option(flag, variable, help)->transform(checked_number(flag, bounds));
+}
+
 template <NamedEnum E>
 E parse_choice(const char* flag, const std::string& value) {
   if (const std::optional<E> parsed = parse_enum<E>(value)) return *parsed;
   bad(fmt::format("{} must be {}, got '{}'", flag, names_list<E>(), value));
 }
 
-// The batch flags, and the world size and gradient accumulation they give.
+// The batch flags, and the world size and gradient accumulation they give. (Each
+// number flag's own range is checked as it is parsed: add_number.)
 void validate_batch(TrainConfig& c, int world_size) {
-  if (c.plan_world_size < 0) bad(fmt::format("--world-size must be positive, got {}", c.plan_world_size));
   if (c.plan_world_size > 0) {
     if (!c.estimate_only) {
       bad("--world-size plans a job for --estimate-only; a training job runs on the ranks mpirun starts");
     }
     world_size = c.plan_world_size;
   }
-  if (c.steps <= 0) bad(fmt::format("--steps must be a positive number of optimizer steps, got {}", c.steps));
-  if (c.global_batch <= 0) bad(fmt::format("--global-batch must be positive, got {}", c.global_batch));
-  if (c.micro_batch < 0) bad(fmt::format("--micro-batch must be positive (or 0: global / ranks), got {}", c.micro_batch));
   if (c.micro_batch == 0 && c.estimate_only) c.micro_batch = std::max<int64_t>(1, c.global_batch / world_size);
   if (c.micro_batch == 0) {
     if (c.global_batch % world_size != 0) {
@@ -67,17 +137,19 @@ void validate_batch(TrainConfig& c, int world_size) {
     }
     c.micro_batch = c.global_batch / world_size;
   }
-  if (!c.estimate_only && c.global_batch % (static_cast<int64_t>(world_size) * c.micro_batch) != 0) {
+  // ranks x micro-batch is at most the global batch (so it cannot overflow), or the
+  // global batch cannot be divided by it.
+  const bool fits = c.micro_batch <= c.global_batch / world_size;
+  if (!c.estimate_only && (!fits || c.global_batch % (world_size * c.micro_batch) != 0)) {
     bad(fmt::format("--global-batch {} is not divisible by ranks ({}) x --micro-batch ({})", c.global_batch,
                     world_size, c.micro_batch));
   }
-  c.grad_accum = std::max<int64_t>(1, c.global_batch / (world_size * c.micro_batch));
+  c.grad_accum = fits ? std::max<int64_t>(1, c.global_batch / (world_size * c.micro_batch)) : 1;
   c.world_size = world_size;
 }
 
 // The flags naming files and directories: checkpoints, models, data.
 void validate_paths(TrainConfig& c, const ChoiceText& text) {
-  if (c.ckpt_every < 0) bad(fmt::format("--ckpt-every must be >= 0, got {}", c.ckpt_every));
   if (c.overwrite && !c.resume.empty()) bad("--overwrite and --resume: pick one (--resume keeps the checkpoints)");
   if (!c.resume.empty() && !std::filesystem::exists(std::filesystem::path(c.resume) / "metadata.json")) {
     bad(fmt::format("--resume {}: no checkpoint there (no metadata.json)", c.resume));
@@ -109,38 +181,25 @@ void validate_paths(TrainConfig& c, const ChoiceText& text) {
 
 // The optimizer's flags and the numerics of a step.
 void validate_training(TrainConfig& c, const ChoiceText& text) {
-  if (!(c.val_fraction > 0 && c.val_fraction <= 0.5)) {
-    bad(fmt::format("--val-fraction must be in (0, 0.5], got {}", c.val_fraction));
-  }
-  if (c.seq_len < 0) bad(fmt::format("--seq-len must be positive, got {}", c.seq_len));
-  if (!(c.lr > 0)) bad(fmt::format("--lr must be positive, got {}", c.lr));
   if (c.min_lr < 0) c.min_lr = c.lr / 10;
   if (c.min_lr > c.lr) bad(fmt::format("--min-lr {} is above --lr {}", c.min_lr, c.lr));
   c.schedule = parse_choice<Schedule>("--schedule", text.schedule);
   if (c.warmup < 0) c.warmup = c.steps / 20;
   if (c.warmup >= c.steps) bad(fmt::format("--warmup {} must be below --steps {}", c.warmup, c.steps));
-  if (!(c.weight_decay >= 0)) bad(fmt::format("--weight-decay must be >= 0, got {}", c.weight_decay));
-  if (!(c.grad_clip >= 0)) bad(fmt::format("--grad-clip must be >= 0 (0: no clipping), got {}", c.grad_clip));
   c.on_nonfinite = parse_choice<OnNonfinite>("--on-nonfinite", text.on_nonfinite);
   c.mixed_precision = parse_choice<MixedPrecision>("--mixed-precision", text.mixed_precision);
   c.device = parse_choice<ComputeDevice>("--device", text.device);
-  if (!(c.peak_tflops > 0)) bad(fmt::format("--peak-tflops must be positive, got {}", c.peak_tflops));
 }
 
 // Evaluation, reporting and the sample at the end.
 void validate_reporting(TrainConfig& c, const ChoiceText& text) {
-  if (c.eval_every < 0) bad(fmt::format("--eval-every must be >= 0 (0: only at the end), got {}", c.eval_every));
-  if (c.eval_batches <= 0) bad(fmt::format("--eval-batches must be positive, got {}", c.eval_batches));
-  if (c.log_every <= 0) bad(fmt::format("--log-every must be positive, got {}", c.log_every));
   c.progress_bar = parse_choice<ProgressBar>("--progress-bar", text.progress_bar);
   if (c.out_dir.empty()) bad("--out must name a directory");
-  if (c.sample_tokens < 0) bad(fmt::format("--sample-tokens must be >= 0, got {}", c.sample_tokens));
-  if (c.top_k < 0) bad(fmt::format("--top-k must be >= 0 (0: greedy), got {}", c.top_k));
-  if (!(c.temperature > 0)) bad(fmt::format("--temperature must be positive, got {}", c.temperature));
 }
 
-// Checks every value and parses the fixed-choice flags, in the order the flags are
-// listed, so the first bad one is the one reported.
+// Checks the values that depend on each other and parses the fixed-choice flags,
+// in the order the flags are listed, so the first bad one is the one reported. (The
+// number flags' own ranges were checked by the parser already, also in that order.)
 void validate(TrainConfig& c, const ChoiceText& text, int world_size) {
   c.activation_checkpointing = parse_switch("--activation-checkpointing", text.activation_checkpointing);
   c.reshard_after_forward = parse_switch("--reshard-after-forward", text.reshard_after_forward);
@@ -163,29 +222,34 @@ void add_model_and_data_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
                  "transformers' from_pretrained loads");
   app.add_option("--data", c.data, "token file: any text file (bytes) or an llm.c .bin shard; default: embedded corpus");
   app.add_option("--data-format", text.data_format, "auto (.bin = llm.c shard, else bytes) | bytes | llmc");
-  app.add_option("--val-fraction", c.val_fraction, "last fraction of the tokens held out for validation");
+  add_number(app, "--val-fraction", c.val_fraction, "last fraction of the tokens held out for validation (at most 0.5)",
+             {.min = 0, .max = 0.5, .above_min = true});
 }
 
 void add_training_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
-  app.add_option("--steps", c.steps, "optimizer steps");
-  app.add_option("--global-batch", c.global_batch, "sequences per optimizer step over all ranks");
-  app.add_option("--micro-batch", c.micro_batch,
-                 "sequences per forward on one rank (0: global/ranks); accumulation = global/(ranks*micro)");
-  app.add_option("--seq-len", c.seq_len, "tokens per sequence (0: the model's default)");
-  app.add_option("--lr", c.lr, "peak learning rate");
-  app.add_option("--min-lr", c.min_lr, "final learning rate of the cosine schedule (<0: lr/10)");
-  app.add_option("--warmup", c.warmup, "linear warmup steps (<0: 5% of --steps)");
+  add_number(app, "--steps", c.steps, "optimizer steps", {.min = 1});
+  add_number(app, "--global-batch", c.global_batch, "sequences per optimizer step over all ranks", {.min = 1});
+  add_number(app, "--micro-batch", c.micro_batch,
+             "sequences per forward on one rank (0: global/ranks); accumulation = global/(ranks*micro)", {.min = 0});
+  add_number(app, "--seq-len", c.seq_len, "tokens per sequence (0: the model's default)", {.min = 0});
+  add_number(app, "--lr", c.lr, "peak learning rate", {.min = 0, .above_min = true});
+  add_number(app, "--min-lr", c.min_lr, "final learning rate of the cosine schedule (<0: lr/10)");
+  add_number(app, "--warmup", c.warmup, "linear warmup steps (<0: 5% of --steps)");
   app.add_option("--schedule", text.schedule, "cosine | constant (after warmup)");
-  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay, on matrices (linear and embedding weights); biases and norm weights get none");
-  app.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm to this (0: off)");
+  add_number(app, "--weight-decay", c.weight_decay,
+             "AdamW decoupled weight decay, on matrices (linear and embedding weights); biases and norm weights get "
+             "none",
+             {.min = 0});
+  add_number(app, "--grad-clip", c.grad_clip, "clip the global gradient norm to this (0: off)", {.min = 0});
   app.add_option("--on-nonfinite", text.on_nonfinite,
                  "stop | skip: a step whose loss or gradient norm is NaN or infinite ends the run (exit 1, the "
                  "parameters as after the previous step) or is dropped");
-  app.add_option("--seed", c.seed, "seed for initialisation, data order and sampling");
+  add_number(app, "--seed", c.seed, "seed for initialisation, data order and sampling (0 to 2^64-1)");
   app.add_option("--mixed-precision", text.mixed_precision, "none | bf16 (bf16 compute, f32 master weights and reduce)");
   app.add_option("--device", text.device,
                  "cpu | cuda (each rank on the GPU of its local rank; NCCL when every rank has its own GPU)");
-  app.add_option("--peak-tflops", c.peak_tflops, "the GPU's peak TFLOP/s, for the MFU shown with --device cuda");
+  add_number(app, "--peak-tflops", c.peak_tflops, "the GPU's peak TFLOP/s, for the MFU shown with --device cuda",
+             {.min = 0, .above_min = true});
   app.add_option("--activation-checkpointing", text.activation_checkpointing,
                  "on | off: recompute each block's forward in backward");
   app.add_option("--reshard-after-forward", text.reshard_after_forward,
@@ -196,15 +260,16 @@ void add_training_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
 }
 
 void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
-  app.add_option("--eval-every", c.eval_every, "validation loss every N steps (0: only at the end)");
-  app.add_option("--eval-batches", c.eval_batches, "micro-batches per rank in each evaluation");
-  app.add_option("--log-every", c.log_every, "progress line every N steps");
+  add_number(app, "--eval-every", c.eval_every, "validation loss every N steps (0: only at the end)", {.min = 0});
+  add_number(app, "--eval-batches", c.eval_batches, "micro-batches per rank in each evaluation", {.min = 1});
+  add_number(app, "--log-every", c.log_every, "progress line every N steps", {.min = 1});
   app.add_option("--progress-bar", text.progress_bar,
-                 "auto | on | off: redraw a bar between progress lines (auto: stdout is a terminal; "
-                 "mpirun gives ranks a pseudo-terminal, so use off when logging to a file)");
+                 "auto | on | off: redraw a bar between progress lines (auto: when the output ends on a terminal, "
+                 "under mpirun when mpirun's stdout is one and rank 0 runs on its host; output to a file or pipe "
+                 "gets progress lines only)");
   app.add_option("--out", c.out_dir, "output directory (metrics.jsonl, loss.svg, config.json)");
-  app.add_option("--ckpt-every", c.ckpt_every,
-                 "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>");
+  add_number(app, "--ckpt-every", c.ckpt_every,
+             "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>", {.min = 0});
   app.add_option("--resume", c.resume, "continue from a checkpoint directory written by dtr-train");
   app.add_flag("--overwrite", c.overwrite,
                "start afresh in an --out that holds checkpoints of an earlier run, removing them (without it such "
@@ -217,9 +282,10 @@ void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
                "run with exit 1 and keeps the last good checkpoint)");
   app.add_flag("--no-final-checkpoint", text.no_final_checkpoint,
                "do not save <out>/checkpoints/step_<steps> at the end (a stop by signal still saves)");
-  app.add_option("--sample-tokens", c.sample_tokens, "tokens to generate at the end (0: none)");
-  app.add_option("--top-k", c.top_k, "sample from the k most likely tokens (0: greedy)");
-  app.add_option("--temperature", c.temperature, "softmax temperature for --top-k sampling");
+  add_number(app, "--sample-tokens", c.sample_tokens, "tokens to generate at the end (0: none)", {.min = 0});
+  add_number(app, "--top-k", c.top_k, "sample from the k most likely tokens (0: greedy)", {.min = 0});
+  add_number(app, "--temperature", c.temperature, "softmax temperature for --top-k sampling",
+             {.min = 0, .above_min = true});
   app.add_option("--prompt", c.prompt, "text the sample starts from (byte-level data only)");
   app.add_option("--profile", c.profile,
                  "record a step profile: Chrome trace JSON per rank (PATH with the rank inserted: trace.json -> "
@@ -227,8 +293,9 @@ void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
   app.add_flag("--estimate-only", c.estimate_only,
                "print the per-rank memory estimate of this configuration (every sharding strategy, with and "
                "without activation checkpointing) and exit; builds the model on the meta device only");
-  app.add_option("--world-size", c.plan_world_size,
-                 "with --estimate-only: the number of ranks to plan for (default: the ranks of this job)");
+  add_number(app, "--world-size", c.plan_world_size,
+             "with --estimate-only: the number of ranks to plan for (0, the default: the ranks of this job)",
+             {.min = 0});
 }
 
 }  // namespace

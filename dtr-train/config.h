@@ -77,7 +77,8 @@ struct EnumNames<ComputeDevice> {
   static constexpr std::array<std::string_view, 2> names = {"cpu", "cuda"};
 };
 
-// --progress-bar: if_terminal ("auto") draws it when stdout is a terminal.
+// --progress-bar: if_terminal ("auto") draws it when the output ends on a terminal
+// (under mpirun: mpirun's stdout; terminal.h).
 enum class ProgressBar { if_terminal, on, off };
 template <>
 struct EnumNames<ProgressBar> {

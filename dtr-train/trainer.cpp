@@ -6,6 +6,7 @@
 #include "run_state.h"
 #include "stop_signal.h"
 #include "svg_plot.h"
+#include "terminal.h"
 #include "training_loop.h"
 
 #include "dtr/base/log.h"
@@ -27,7 +28,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -273,18 +273,6 @@ std::optional<int> resume(Run& r) {
   return 0;
 }
 
-bool shows_progress_bar(ProgressBar bar) {
-  switch (bar) {
-    case ProgressBar::if_terminal:
-      return isatty(STDOUT_FILENO) != 0;
-    case ProgressBar::on:
-      return true;
-    case ProgressBar::off:
-      break;
-  }
-  return false;
-}
-
 // config.json: the flags with every default resolved, the model shape and the data's sizes.
 void write_resolved_config(const Run& r) {
   nlohmann::json resolved = to_json(r.c);
@@ -320,7 +308,7 @@ void start_reports(Run& r) {
   const TrainConfig& c = r.c;
   r.tokens_per_step = c.global_batch * c.seq_len;
   r.flops_per_token = model_flops_per_token(r.num_params, r.s.model, c.seq_len);
-  r.tty = r.rank == 0 && shows_progress_bar(c.progress_bar);
+  r.tty = r.rank == 0 && shows_progress_bar(c.progress_bar, probe_stdout());
   if (r.rank != 0) return;
   write_resolved_config(r);
   r.metrics.emplace((r.out_dir / "metrics.jsonl").string(), r.start_step);

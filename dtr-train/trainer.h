@@ -17,7 +17,8 @@
 //      clip_grad_norm_ (global norm over the shards) and an AdamW step;
 //   4. rank 0 appends to metrics.jsonl every step, prints a progress line every
 //      log_every steps (peak memory by tag gathered from every rank), a progress
-//      bar in between when stdout is a terminal, rewrites loss.svg after each
+//      bar in between when the output ends on a terminal (terminal.h; under
+//      mpirun, when mpirun's stdout is one), rewrites loss.svg after each
 //      evaluation, and writes config.json at the start;
 //   5. checkpoints (train_checkpoint.h) in <out>/checkpoints/step_<N>: every
 //      --ckpt-every steps, at the end (unless --no-final-checkpoint), and when a

@@ -50,6 +50,14 @@ for np in 1 2; do
   expect $np --activation-checkpointing --activation-checkpointing maybe
   expect $np "magic number" --data "$work/bad_magic.bin"
   expect $np --no-such-flag --no-such-flag 3
+  # Numbers out of their type's range, not finite or not numbers (every number flag's
+  # cases: cli_test.cpp): refused at the flag, naming it and the value.
+  expect $np "--steps must be an integer from 1 to 9223372036854775807, got '99999999999999999999999'" \
+    --steps 99999999999999999999999
+  expect $np "--lr must be a finite number > 0, got 'inf'" --lr inf
+  expect $np "--seed must be an integer from 0 to 18446744073709551615, got '-1'" --seed -1
+  expect $np "--val-fraction must be a number in (0, 0.5], got 'nan'" --val-fraction nan
+  expect $np "--log-every must be an integer from 1 to 9223372036854775807, got '10x'" --log-every 10x
 done
 expect 2 --global-batch --global-batch 3
 

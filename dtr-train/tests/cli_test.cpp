@@ -1,11 +1,16 @@
 // dtr-train's command line (dtr-train/cli.h): defaults resolve (gradient
 // accumulation, warmup, min lr, the final checkpoint), the flags with a fixed set
-// of values parse into their enums (recorded by name in config.json), and each bad
-// value gives exit code 2 with one line naming its flag.
+// of values parse into their enums (recorded by name in config.json), each bad
+// value gives exit code 2 with one line naming its flag, and every number flag
+// refuses values out of its type's range, not finite or outside its own range.
+// Also the --progress-bar auto decision (dtr-train/terminal.h).
 #include "cli.h"
 #include "parse_args.h"
+#include "terminal.h"
 
 #include <catch2/catch.hpp>
+
+#include <sys/sysmacros.h>
 
 #include <string>
 #include <vector>
@@ -107,4 +112,115 @@ TEST_CASE("dtr-train flags with a fixed set of values parse into their enums onc
   expect_bad({"--device", "gpu"}, "--device must be cpu or cuda, got 'gpu'");
   expect_bad({"--model", "huge"},
              "--model: unknown model 'huge' (expected tiny, small, gpt2-124m, llama-7b or a JSON config file)");
+}
+
+TEST_CASE("dtr-train number flags refuse values out of range, not finite or not numbers, naming flag and value",
+          "[train][cli]") {
+  // Each flag: values it refuses (overflow of its type, outside its own range, not a
+  // number of its kind, not finite). The message names the flag and the value as typed.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> refused = {
+      {"--steps", {"99999999999999999999999", "9223372036854775808", "0", "-1", "10x", "1e3", "1.5", "", " 10", "0x10"}},
+      {"--global-batch", {"99999999999999999999999", "0", "-16"}},
+      {"--micro-batch", {"99999999999999999999999", "-1"}},
+      {"--seq-len", {"99999999999999999999999", "-64"}},
+      {"--warmup", {"99999999999999999999999", "-99999999999999999999999", "5.5"}},
+      {"--seed", {"-1", "18446744073709551616", "99999999999999999999999", "1234x"}},
+      {"--eval-every", {"99999999999999999999999", "-1"}},
+      {"--eval-batches", {"99999999999999999999999", "0"}},
+      {"--log-every", {"99999999999999999999999", "0"}},
+      {"--ckpt-every", {"99999999999999999999999", "-1"}},
+      {"--sample-tokens", {"99999999999999999999999", "-1"}},
+      {"--top-k", {"99999999999999999999999", "-1"}},
+      {"--world-size", {"2147483648", "4294967298", "99999999999999999999999", "-1"}},
+      {"--val-fraction", {"inf", "-inf", "nan", "0", "0.6", "1", "-0.1", "1e999"}},
+      {"--lr", {"inf", "-inf", "nan", "0", "-1e-3", "1e999", "3e-3x"}},
+      {"--min-lr", {"inf", "-inf", "nan", "1e999"}},
+      {"--weight-decay", {"inf", "-inf", "nan", "-0.1"}},
+      {"--grad-clip", {"inf", "-inf", "nan", "-1"}},
+      {"--peak-tflops", {"inf", "-inf", "nan", "0", "-989"}},
+      {"--temperature", {"inf", "-inf", "nan", "0", "-1"}},
+  };
+  for (const auto& [flag, values] : refused) {
+    for (const std::string& value : values) {
+      // Both spellings, "--flag value" and "--flag=value".
+      expect_bad({flag, value, "--estimate-only"}, flag + " must be ");
+      expect_bad({flag + "=" + value, "--estimate-only"}, flag + " must be ");
+      CHECK_THAT(parse_args({flag, value}).message, Catch::EndsWith(", got '" + value + "'"));
+    }
+  }
+  // What the messages say.
+  expect_bad({"--steps", "99999999999999999999999"},
+             "--steps must be an integer from 1 to 9223372036854775807, got '99999999999999999999999'");
+  expect_bad({"--seed", "-1"}, "--seed must be an integer from 0 to 18446744073709551615, got '-1'");
+  expect_bad({"--lr", "inf"}, "--lr must be a finite number > 0, got 'inf'");
+  expect_bad({"--grad-clip", "nan"}, "--grad-clip must be a finite number >= 0, got 'nan'");
+  expect_bad({"--val-fraction", "0.7"}, "--val-fraction must be a number in (0, 0.5], got '0.7'");
+  expect_bad({"--min-lr", "-inf"}, "--min-lr must be a finite number, got '-inf'");
+}
+
+TEST_CASE("dtr-train number flags store exactly the value checked, at the ends of their ranges", "[train][cli]") {
+  const auto r = parse_args({"--steps", "9223372036854775807", "--seed", "18446744073709551615", "--lr", "0.003",
+                             "--val-fraction", "0.5", "--weight-decay", "0", "--grad-clip", "0", "--min-lr", "-1e-300",
+                             "--warmup", "-9223372036854775808", "--temperature", "4.9e-324", "--top-k", "+5",
+                             "--world-size", "2147483647", "--estimate-only"});
+  REQUIRE(r.config.has_value());
+  CHECK(r.config->steps == INT64_MAX);
+  CHECK(r.config->seed == UINT64_MAX);
+  CHECK(r.config->lr == 0.003);  // exact: the same double as the literal
+  CHECK(r.config->val_fraction == 0.5);
+  CHECK(r.config->weight_decay == 0);
+  CHECK(r.config->grad_clip == 0);
+  CHECK(r.config->min_lr == 0.003 / 10);  // negative: lr / 10
+  CHECK(r.config->warmup == INT64_MAX / 20);  // negative: 5% of the steps
+  CHECK(r.config->temperature == 4.9e-324);
+  CHECK(r.config->top_k == 5);
+  CHECK(r.config->plan_world_size == 2147483647);
+  // Decimal, as Python's int() reads it: CLI11 alone would read "010" as octal 8.
+  const auto leading_zero = parse_args({"--steps", "010", "--log-every", "08"});
+  REQUIRE(leading_zero.config.has_value());
+  CHECK(leading_zero.config->steps == 10);
+  CHECK(leading_zero.config->log_every == 8);
+  // --micro-batch larger than the global batch: refused, not an overflowing ranks x micro-batch.
+  expect_bad({"--micro-batch", "4611686018427387904"},
+             "--global-batch 16 is not divisible by ranks (2) x --micro-batch");
+  const auto planned = parse_args({"--micro-batch", "4611686018427387904", "--estimate-only"});
+  REQUIRE(planned.config.has_value());
+  CHECK(planned.config->grad_accum == 1);
+}
+
+TEST_CASE("--progress-bar auto draws the bar only when the output ends on a terminal", "[train][cli]") {
+  using dtr::train::ProgressBar;
+  using dtr::train::shows_progress_bar;
+  using dtr::train::StdoutFacts;
+  // Alone: stdout decides.
+  CHECK(shows_progress_bar(ProgressBar::if_terminal, {.is_terminal = true}));
+  CHECK_FALSE(shows_progress_bar(ProgressBar::if_terminal, {.is_terminal = false}));
+  // Under mpirun the rank's stdout is a pseudo-terminal whatever mpirun's stdout is:
+  // mpirun's decides.
+  CHECK(shows_progress_bar(ProgressBar::if_terminal,
+                           {.is_terminal = true, .under_launcher = true, .launcher_on_terminal = true}));
+  CHECK_FALSE(shows_progress_bar(ProgressBar::if_terminal,
+                                 {.is_terminal = true, .under_launcher = true, .launcher_on_terminal = false}));
+  CHECK_FALSE(shows_progress_bar(ProgressBar::if_terminal,
+                                 {.is_terminal = false, .under_launcher = true, .launcher_on_terminal = true}));
+  // on and off whatever the output.
+  for (const bool terminal : {false, true}) {
+    for (const bool launcher : {false, true}) {
+      const StdoutFacts facts{.is_terminal = terminal, .under_launcher = launcher, .launcher_on_terminal = terminal};
+      CHECK(shows_progress_bar(ProgressBar::on, facts));
+      CHECK_FALSE(shows_progress_bar(ProgressBar::off, facts));
+    }
+  }
+  // Terminal devices by number: /dev/pts/N, consoles and serial ports, /dev/tty and
+  // /dev/console; not /dev/null, /dev/zero or /dev/ptmx.
+  using dtr::train::is_terminal_device;
+  CHECK(is_terminal_device(makedev(136, 0)));
+  CHECK(is_terminal_device(makedev(143, 1048575)));
+  CHECK(is_terminal_device(makedev(4, 1)));
+  CHECK(is_terminal_device(makedev(5, 0)));
+  CHECK(is_terminal_device(makedev(5, 1)));
+  CHECK_FALSE(is_terminal_device(makedev(1, 3)));
+  CHECK_FALSE(is_terminal_device(makedev(1, 5)));
+  CHECK_FALSE(is_terminal_device(makedev(5, 2)));
+  CHECK_FALSE(is_terminal_device(makedev(8, 0)));
 }
