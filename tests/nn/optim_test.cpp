@@ -374,6 +374,23 @@ TEST_CASE("SGD and Adam param groups follow their own recurrences and state", "[
   check_abs_close(values(b), adam_reference({.lr = 0.01}, false, 3));
 }
 
+TEST_CASE("an optimizer built with lr 0 follows the lr a schedule sets later", "[optim]") {
+  // 0 is the usual lr to build with when a schedule sets it before the first step:
+  // the group lrs must not become 0 * (lr / 0), NaN.
+  Tensor a = make_param(kInit, DType::f32), b = make_param(kInit, DType::f32);
+  AdamW opt({{{a}}, {{b}, {.weight_decay = 0.0}}}, {.lr = 0.0});
+  apply_lr_schedule(opt, constant_lr(0.05), 0);
+  CHECK(opt.group_lr(0) == 0.05);
+  CHECK(opt.group_lr(1) == 0.05);
+  Tensor c = make_param(kInit, DType::f32);
+  AdamW reference({c}, {.lr = 0.05});  // the same parameter, built with the lr directly
+  set_grad(a, grad_at(0));
+  set_grad(c, grad_at(0));
+  opt.step();
+  reference.step();
+  CHECK(values(a) == values(c));
+}
+
 TEST_CASE("an lr schedule scales every param group by its lr ratio", "[optim]") {
   Tensor a = make_param(kInit, DType::f32), b = make_param(kInit, DType::f32);
   AdamW opt({{{a}}, {{b}, {.lr = 0.3}}}, {.lr = 0.1});

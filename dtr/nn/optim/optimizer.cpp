@@ -76,6 +76,9 @@ double Optimizer::group_lr(size_t group) const {
   DTR_CHECK(group < groups_.size(), "{}: group {} out of range for {} groups", kind_, group, groups_.size());
   const Group& g = groups_[group];
   if (lr_ == initial_lr_) return g.initial_lr;  // exactly as constructed
+  // Built with lr 0 (a schedule sets it later), where no group has an lr of its
+  // own (the constructor refuses one): every group follows lr().
+  if (initial_lr_ == 0) return lr_;
   return g.initial_lr * (lr_ / initial_lr_);
 }
 

@@ -24,8 +24,10 @@
 // lr() / set_lr() are what LR schedules drive (dtr/nn/optim/lr_schedule.h). A group
 // that sets its own lr keeps its ratio to lr(): group_lr(g) is lr() times the
 // group's lr over the optimizer's, both as constructed, so a schedule scales every
-// group alike (as PyTorch's schedulers scale each group's initial lr). The other
-// hyperparameters are fixed at construction.
+// group alike (as PyTorch's schedulers scale each group's initial lr). An optimizer
+// built with lr 0 (to be set by a schedule) has no ratio: its groups, which may not
+// set an lr of their own, follow lr(). The other hyperparameters are fixed at
+// construction.
 //
 // state_dict() returns an OptimizerState: the optimizer's kind, lr, the size of
 // each group, and for each parameter (by position) its step and named state
