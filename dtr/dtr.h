@@ -1,5 +1,6 @@
 // dtr's common API in one include: tensors and their ops, autograd, memory
-// statistics and tags, the step profiler, modules, optimizers, the process mesh,
+// statistics and tags, the step profiler, modules, optimizers, the process mesh
+// (with the collective checks and timeout),
 // DTensor, fully_shard with its wrap policies, model summary and memory
 // estimator, checkpoints (sharded, full state dicts, safetensors) and Hugging Face
 // weights. Everything else is included by its own path, <dtr/<layer>/...>.
@@ -8,6 +9,7 @@
 #include "dtr/base/error.h"
 #include "dtr/base/log.h"
 
+#include "dtr/tensor/allocator.h"
 #include "dtr/tensor/autograd/function.h"
 #include "dtr/tensor/autograd/grad_mode.h"
 #include "dtr/tensor/device.h"
@@ -26,9 +28,11 @@
 #include "dtr/tensor/random.h"
 #include "dtr/tensor/tensor.h"
 
+#include "dtr/mesh/debug_collectives.h"
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/mesh/distributed.h"
 #include "dtr/mesh/process_group.h"
+#include "dtr/mesh/watchdog.h"
 
 #include "dtr/dtensor/dtensor.h"
 #include "dtr/dtensor/placement.h"
@@ -46,6 +50,7 @@
 #include "dtr/nn/optim/sgd.h"
 #include "dtr/nn/optim/weight_decay_groups.h"
 #include "dtr/nn/transformer.h"
+#include "dtr/nn/transformer_memory.h"
 
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/fsdp/memory_estimate.h"
