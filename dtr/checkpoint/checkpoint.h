@@ -53,7 +53,7 @@ struct SaveOptions {
   // Called on every rank once all files are durable, just before the rename.
   // For tests: throwing here is a crash before the commit (the previous
   // checkpoint stays; <dir>.tmp is left behind and removed by the next save).
-  std::function<void()> before_commit;
+  std::function<void()> before_commit{};
 };
 
 struct LoadResult {

@@ -26,10 +26,10 @@ namespace dtr {
 struct FromLocalOptions {
   // The global shape; when absent, every Shard(d) is taken to be even
   // (global size = local size x mesh dim size), as PyTorch does.
-  std::optional<Shape> shape;
+  std::optional<Shape> shape{};
   // All-gather every rank's local shape and check they fit the placements
   // (default: on when DTR_DEBUG_COLLECTIVES is set). Collective over the mesh.
-  std::optional<bool> run_check;
+  std::optional<bool> run_check{};
 };
 
 class DTensor {

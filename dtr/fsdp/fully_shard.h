@@ -56,9 +56,9 @@
 namespace dtr::fsdp {
 
 struct MixedPrecisionPolicy {
-  std::optional<DType> param_dtype;
-  std::optional<DType> reduce_dtype;
-  std::optional<DType> output_dtype;
+  std::optional<DType> param_dtype{};
+  std::optional<DType> reduce_dtype{};
+  std::optional<DType> output_dtype{};
   bool cast_forward_inputs = true;
 };
 
@@ -70,17 +70,17 @@ struct OffloadPolicy {
 struct FullyShardOptions {
   // The data-parallel ranks: a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh
   // (HSDP). Default: a 1-D mesh of all ranks on the parameters' device type.
-  mesh::DeviceMesh mesh;
+  mesh::DeviceMesh mesh{};
   // After forward: true frees the unsharded parameters (all-gather again in
   // backward); false keeps them; an integer k (dividing the mesh size) keeps a
   // 1/k-sized copy, so the backward all-gather spans only k ranks (groups of k
   // consecutive ranks, e.g. the GPUs of a node). Default: true for every module
   // but the root, which keeps them (as FSDP2).
-  std::optional<std::variant<bool, int>> reshard_after_forward;
+  std::optional<std::variant<bool, int>> reshard_after_forward{};
   // Which placement a parameter is sharded with; only Shard(0) is supported.
-  std::function<std::optional<Placement>(const Tensor& param)> shard_placement_fn;
-  MixedPrecisionPolicy mp_policy;
-  OffloadPolicy offload_policy;
+  std::function<std::optional<Placement>(const Tensor& param)> shard_placement_fn{};
+  MixedPrecisionPolicy mp_policy{};
+  OffloadPolicy offload_policy{};
 };
 
 // A handle to wait for an asynchronous unshard.

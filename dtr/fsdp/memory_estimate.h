@@ -62,7 +62,7 @@ struct MemoryEstimateOptions {
   int rank = 0;  // whose shards (uneven splits: low ranks hold more)
   // Mixed precision (fully_shard's mp_policy): the all-gather / compute dtype.
   // Shards, gradients and optimizer state keep the parameters' dtype.
-  std::optional<DType> param_dtype;
+  std::optional<DType> param_dtype{};
   // The step's shape, handed to the activation model.
   int64_t batch_size = 1;  // sequences per rank
   int64_t seq_len = 0;     // 0: the model's longest

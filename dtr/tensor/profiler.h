@@ -163,7 +163,7 @@ class Span {
 struct Options {
   // Where stop() writes this rank's trace (the rank inserted, see above); empty:
   // keep the events in memory only.
-  std::string path;
+  std::string path{};
   // stop() prints the top-spans table to stdout on rank 0.
   bool print_summary = true;
   int summary_rows = 25;

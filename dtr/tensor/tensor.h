@@ -54,7 +54,7 @@ struct LogicalSlice {
 struct TensorOptions {
   DType dtype = DType::f32;
   Device device = default_device();
-  std::optional<MemoryTag> tag;
+  std::optional<MemoryTag> tag{};
   bool pin_memory = false;
 };
 

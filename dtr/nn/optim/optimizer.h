@@ -70,13 +70,13 @@ struct OptimizerParams {
 // lr, weight_decay, beta1, beta2, eps; SGD takes lr, weight_decay, momentum,
 // dampening.
 struct GroupOptions {
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
-  std::optional<double> beta1;
-  std::optional<double> beta2;
-  std::optional<double> eps;
-  std::optional<double> momentum;
-  std::optional<double> dampening;
+  std::optional<double> lr{};
+  std::optional<double> weight_decay{};
+  std::optional<double> beta1{};
+  std::optional<double> beta2{};
+  std::optional<double> eps{};
+  std::optional<double> momentum{};
+  std::optional<double> dampening{};
 };
 
 // One entry of an optimizer's parameter groups.

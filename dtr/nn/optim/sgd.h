@@ -31,7 +31,7 @@ struct SGDOptions {
   // (contiguous, on the CPU or a CUDA device), else op by op. true: always fused
   // (other parameters are refused, naming them). false: op by op, the reference
   // the kernels are tested against.
-  std::optional<bool> fused;
+  std::optional<bool> fused{};
 };
 
 // Checks the options as SGD takes them (`who` names the optimizer in the error).
