@@ -175,11 +175,16 @@ function(dtr_add_test_executables)
 
   # CTest discovery goes through CMake lists: a ';' in a test name, or a '[' (an
   # unbalanced one opens a bracket that swallows the separators after it), silently
-  # merges the following tests into one CTest entry. Refuse such names.
+  # merges the following tests into one CTest entry; a name starting with '-' is
+  # read by Catch2 as an option when CTest runs it. Refuse such names.
   foreach(source IN LISTS unit_sources mpi_sources gpu_sources gpu_mpi_sources)
     file(STRINGS ${source} bad REGEX "TEST_CASE\\(\"[^\"]*[;[]")
     if(bad)
       message(FATAL_ERROR "${source}: a TEST_CASE name contains ';' or '[', which breaks CTest discovery: ${bad}")
+    endif()
+    file(STRINGS ${source} bad REGEX "TEST_CASE\\(\"-")
+    if(bad)
+      message(FATAL_ERROR "${source}: a TEST_CASE name starts with '-', which Catch2 reads as an option: ${bad}")
     endif()
   endforeach()
   # Every test file is named by exactly one call: a file left out would never run.

@@ -188,7 +188,7 @@ TEST_CASE("dtr-train number flags store exactly the value checked, at the ends o
   CHECK(planned.config->grad_accum == 1);
 }
 
-TEST_CASE("--progress-bar auto draws the bar only when the output ends on a terminal", "[train][cli]") {
+TEST_CASE("progress bar: auto draws the bar only when the output ends on a terminal", "[train][cli]") {
   using dtr::train::ProgressBar;
   using dtr::train::shows_progress_bar;
   using dtr::train::StdoutFacts;

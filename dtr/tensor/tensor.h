@@ -41,8 +41,8 @@ std::string shape_str(const Shape& shape);  // "[4, 8]"
 // e.g. rows [k, k + m) of an [n, d] parameter are {.logical_shape = {n, d}, .offset = {k, 0}}.
 // Both empty (the default) means the tensor is the whole logical tensor.
 struct LogicalSlice {
-  Shape logical_shape;
-  Shape offset;
+  Shape logical_shape{};
+  Shape offset{};
 
   bool is_whole() const { return logical_shape.empty() && offset.empty(); }
 };

@@ -82,7 +82,7 @@ class ReusingNet : public nn::Module {
 };
 
 struct ShardSetup {
-  std::optional<std::variant<bool, int>> reshard_after_forward;
+  std::optional<std::variant<bool, int>> reshard_after_forward{};
   CheckpointMode checkpointing = CheckpointMode::none;
 };
 

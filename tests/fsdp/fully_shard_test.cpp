@@ -35,11 +35,11 @@ std::shared_ptr<nn::Transformer> make_transformer(uint64_t seed, DType dtype) {
 
 struct RunOptions {
   int steps = 10;
-  std::optional<std::variant<bool, int>> reshard_after_forward;
+  std::optional<std::variant<bool, int>> reshard_after_forward{};
   int micro_batches = 1;  // gradient accumulation; sync only on the last
   bool explicit_prefetch = false;
   DType dtype = DType::f32;
-  std::optional<double> clip;  // clip_grad_norm_ before each step
+  std::optional<double> clip{};  // clip_grad_norm_ before each step
   bool reshard_after_backward = true;  // false: only between micro-batches
   bool sync_every_micro_batch = false;  // reduce every micro-batch, set_is_last_backward(false) but on the last
 };

@@ -196,7 +196,8 @@ void run_half(const Problem<T>& p) {
                            .b = b_buf.data(),
                            .ldb = p.trans_b == Transpose::no ? nb : kb,
                            .c = acc.data(),
-                           .ldc = nb});
+                           .ldc = nb,
+                           .epilogue = {}});  // none: the epilogue runs once, on the full sums
       }
       const GemmEpilogue<T>& e = p.epilogue;
       for (int64_t i = 0; i < mb; ++i) {
