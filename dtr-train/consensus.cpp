@@ -53,15 +53,16 @@ StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_lo
 
 RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group, Device device) {
   const MemoryStats stats = memory_stats(device);
-  std::vector<double> mine(6);
-  for (size_t t = 0; t < 6; ++t) mine[t] = static_cast<double>(stats.by_tag[t].peak_bytes);
-  Tensor in = from_vector(mine, {6});
-  Tensor out = empty({group->size() * 6}, {.dtype = DType::f64});
+  constexpr size_t kTags = kNumMemoryTags;
+  std::vector<double> mine(kTags);
+  for (size_t t = 0; t < kTags; ++t) mine[t] = static_cast<double>(stats.by_tag[t].peak_bytes);
+  Tensor in = from_vector(mine, {static_cast<int64_t>(kTags)});
+  Tensor out = empty({group->size() * static_cast<int64_t>(kTags)}, {.dtype = DType::f64});
   group->all_gather_into_tensor(out, in)->wait();
   const std::vector<double> all = out.to_vector<double>();
   RankPeaks peaks(static_cast<size_t>(group->size()));
   for (size_t r = 0; r < peaks.size(); ++r) {
-    for (size_t t = 0; t < 6; ++t) peaks[r][t] = static_cast<int64_t>(all[r * 6 + t]);
+    for (size_t t = 0; t < kTags; ++t) peaks[r][t] = static_cast<int64_t>(all[r * kTags + t]);
   }
   return peaks;
 }

@@ -122,10 +122,10 @@ std::string progress_line(const StepRecord& r, const RankPeaks& peaks) {
   if (r.mfu) line += fmt::format(" | MFU {:.1f}%", 100 * *r.mfu);
   if (!peaks.empty()) {
     line += " | peak MiB";
-    static constexpr const char* kShort[6] = {"p", "g", "o", "a", "c", "x"};
+    static constexpr const char* kShort[kNumMemoryTags] = {"p", "g", "o", "a", "c", "s", "x"};
     for (size_t rank = 0; rank < peaks.size(); ++rank) {
       line += fmt::format(" r{}", rank);
-      for (size_t t = 0; t < 6; ++t) line += fmt::format(" {}{:.1f}", kShort[t], static_cast<double>(peaks[rank][t]) / (1 << 20));
+      for (size_t t = 0; t < static_cast<size_t>(kNumMemoryTags); ++t) line += fmt::format(" {}{:.1f}", kShort[t], static_cast<double>(peaks[rank][t]) / (1 << 20));
     }
   }
   const double per_step = r.elapsed_seconds / static_cast<double>(r.step);

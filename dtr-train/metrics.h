@@ -9,6 +9,7 @@
 #pragma once
 
 #include "dtr/nn/transformer.h"
+#include "dtr/tensor/memory_stats.h"
 
 #include <array>
 #include <cstdint>
@@ -39,7 +40,7 @@ struct StepRecord {
 };
 
 // Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of dtr/tensor/memory_stats.h).
-using RankPeaks = std::vector<std::array<int64_t, 6>>;
+using RankPeaks = std::vector<std::array<int64_t, kNumMemoryTags>>;
 
 // One finished step as metrics.jsonl recorded it (for the plot of a resumed run).
 struct LoggedStep {
@@ -83,8 +84,9 @@ class LossCurves {
 };
 
 // "step  120/300 | loss 2.3141 | val 2.4011 | lr 2.71e-03 | gnorm 0.812 | 10.2k tok/s | 3.41 GFLOP/s |
-//  peak MiB r0 p0.1 g0.1 o0.2 a3.1 c0.2 x1.0 r1 ... | ETA 0:42"
-// (peak MiB by tag: param, grad, optimizer state, activation, comm buffer, other)
+//  peak MiB r0 p0.1 g0.1 o0.2 a3.1 c0.2 s0.0 x1.0 r1 ... | ETA 0:42"
+// (peak MiB by tag: param, grad, optimizer state, activation, comm buffer,
+// checkpoint staging, other)
 std::string progress_line(const StepRecord& record, const RankPeaks& peaks);
 // "[#########..........]  45%  135/300" (for a terminal, rewritten in place with '\r').
 std::string progress_bar(int64_t step, int64_t total, int width = 30);

@@ -58,6 +58,7 @@
 #include "dtr/fsdp/summary.h"
 #include "dtr/fsdp/wrap_policy.h"
 
+#include "dtr/checkpoint/async_save.h"
 #include "dtr/checkpoint/checkpoint.h"
 #include "dtr/checkpoint/full_state_dict.h"
 #include "dtr/checkpoint/hf_config.h"

@@ -2,10 +2,11 @@
 
 #include "dtr/base/error.h"
 #include "dtr/checkpoint/agreement.h"
+#include "dtr/checkpoint/async_save.h"
 #include "dtr/checkpoint/file_io.h"
 #include "dtr/checkpoint/planner.h"
 #include "dtr/checkpoint/reader.h"
-#include "dtr/checkpoint/writer.h"
+#include "dtr/checkpoint/save_steps.h"
 #include "dtr/mesh/distributed.h"
 #include "dtr/mesh/process_group.h"
 #include "dtr/tensor/autograd/grad_mode.h"
@@ -23,47 +24,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Runs fn and returns its error message ("" on success), so that every rank
-// reaches the agreement that follows.
-std::string capture(const std::function<void()>& fn) {
-  try {
-    fn();
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
-
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
-
-// Rank 0: the metadata from every rank's report, checked for agreement.
-Metadata assemble(const CheckpointState& state, const std::vector<std::string>& reports) {
-  Metadata m;
-  m.world_size = static_cast<int>(reports.size());
-  m.user = state.extra;
-  for (const auto& [name, entry] : state.tensors) m.tensors[name] = {entry_dtype(entry), entry_shape(entry), {}};
-  for (size_t r = 0; r < reports.size(); ++r) {
-    json j = json::parse(reports[r]);
-    for (const auto& [name, t] : j.at("tensors").items()) {
-      auto it = m.tensors.find(name);
-      DTR_CHECK(it != m.tensors.end(), "rank {} saves tensor '{}', which rank 0 does not have", r, name);
-      DTR_CHECK(t.at("dtype").get<std::string>() == dtype_name(it->second.dtype) &&
-                    t.at("shape").get<Shape>() == it->second.shape,
-                "tensor '{}' is {} {} on rank {} but {} {} on rank 0", name, t.at("dtype").get<std::string>(),
-                shape_str(t.at("shape").get<Shape>()), r, dtype_name(it->second.dtype), shape_str(it->second.shape));
-    }
-    DTR_CHECK(j.at("tensors").size() == m.tensors.size(), "rank {} saves {} tensors, rank 0 saves {}", r,
-              j.at("tensors").size(), m.tensors.size());
-    m.files[j.at("file").get<std::string>()] = j.at("bytes").get<int64_t>();
-    for (const auto& c : j.at("chunks")) m.tensors.at(c.at("tensor").get<std::string>()).chunks.push_back(chunk_from_json(c));
-  }
-  for (const auto& [name, t] : m.tensors) {
-    const std::string problem = tiling_problem(name, t);
-    DTR_INTERNAL_ASSERT(problem.empty(), "checkpoint: {}", problem);
-  }
-  return m;
-}
 
 // Rank 0, after its own reads: every data file the metadata lists is there with
 // its recorded size (also those no rank needed to read, such as empty replica files).
@@ -92,57 +52,12 @@ fs::path staging_directory(const fs::path& dir) {
   return clean.parent_path() / (clean.filename().string() + ".tmp");
 }
 
-namespace {
-
-// The rank files, the metadata and the commit of a save whose staging directory
-// `tmp` exists (collective).
-void write_and_commit(const fs::path& tmp, const fs::path& dir, const CheckpointState& state,
-                      const SaveOptions& options, const std::string& what) {
-  const int rank = distributed::rank();
-  // Every rank writes its own file, in parallel.
-  std::string report;
-  std::string error = capture([&] {
-    RankFile written = write_rank_file(state, tmp, fmt::format("rank_{}.bin", rank), options.checksum_block_bytes);
-    json tensors = json::object(), chunks = json::array();
-    for (const auto& [name, entry] : state.tensors) {
-      tensors[name] = json{{"dtype", std::string(dtype_name(entry_dtype(entry)))}, {"shape", entry_shape(entry)}};
-    }
-    for (const auto& [name, chunk] : written.chunks) {
-      json c = to_json(chunk);
-      c["tensor"] = name;
-      chunks.push_back(std::move(c));
-    }
-    report = json{{"file", written.file}, {"bytes", written.bytes}, {"tensors", tensors}, {"chunks", chunks}}.dump();
-  });
-  agree_or_throw(what, error);
-
-  auto reports = all_gather_strings(report);
-  agree_or_throw(what, capture([&] {
-                   if (rank != 0) return;
-                   Metadata m = assemble(state, reports);
-                   FileWriter meta(tmp / kMetadataFile);
-                   const std::string text = to_json(m).dump(1);
-                   meta.write(text.data(), text.size());
-                   meta.sync_and_close();
-                   fsync_directory(tmp);
-                 }));
-
-  agree_or_throw(what, capture([&] {
-                   if (options.before_commit) options.before_commit();
-                 }));
-  agree_or_throw(what, capture([&] {
-                   if (rank == 0) commit_directory(tmp, dir);
-                 }));
-}
-
-}  // namespace
-
 void require_shared_directory(const fs::path& dir, const std::string& what) {
   distributed::ensure_initialized("dtr::checkpoint::require_shared_directory");
   const fs::path marker = dir / ".shared_directory_check";
   const int rank = distributed::rank();
   std::string token;
-  agree_or_throw(what, capture([&] {
+  agree_or_throw(what, error_of([&] {
                    if (rank != 0) return;
                    token = fmt::format("{:08x}{:016x}", std::random_device{}(),
                                        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
@@ -178,29 +93,15 @@ void require_shared_directory(const fs::path& dir, const std::string& what) {
 
 void save(const fs::path& dir, const CheckpointState& state, const SaveOptions& options) {
   distributed::ensure_initialized("dtr::checkpoint::save");
-  const int rank = distributed::rank();
-  const fs::path tmp = staging_directory(dir);
+  wait_async_save();  // one save at a time, in the order they were started
   const std::string what = fmt::format("checkpoint save to {}", dir.string());
-
-  agree_or_throw(what, capture([&] {
-                   if (rank != 0) return;
-                   fs::remove_all(tmp);
-                   fs::create_directories(tmp);
-                 }));
-  try {
-    require_shared_directory(tmp, what);
-    write_and_commit(tmp, dir, state, options, what);
-  } catch (...) {
-    // Every rank agreed on the failure, so all are past their writes: rank 0 removes
-    // the staging directory (a full disk is not left fuller), and no rank returns
-    // before it is gone. A killed save leaves it behind; the next save removes it first.
-    if (rank == 0) {
-      std::error_code ignored;
-      fs::remove_all(tmp, ignored);
-    }
-    distributed::world_group()->barrier()->wait();
-    throw;
-  }
+  const fs::path tmp = begin_save(dir, what);
+  RankWrite mine;
+  // chunks_to_write's own failures (a Partial placement, a device copy) are this rank's error too.
+  const std::string error =
+      error_of([&] { mine = write_rank(chunks_to_write(state), tensors_of(state), tmp, options); });
+  if (!error.empty()) mine.error = error;
+  finish_save(tmp, dir, state.extra, mine, options, what);
 }
 
 LoadResult load(const fs::path& dir, CheckpointState& state) {
@@ -209,7 +110,7 @@ LoadResult load(const fs::path& dir, CheckpointState& state) {
   Metadata metadata;
   ReadStats stats;
   std::map<std::string, Tensor> staged;
-  agree_or_throw(what, capture([&] {
+  agree_or_throw(what, error_of([&] {
                    metadata = read_metadata(dir);
                    staged = read_needed(state, metadata, dir, stats);
                    if (distributed::rank() == 0) check_all_files(metadata, dir);

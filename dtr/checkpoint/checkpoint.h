@@ -14,7 +14,8 @@
 // Each distinct shard is written once: HSDP replicas and Replicate placements by
 // the rank at coordinate 0 of the replicating mesh dims, plain Tensors by rank 0.
 //
-// save(): writes into <dir>.tmp (removed first if a crashed save left it), each
+// save(): first commits an asynchronous save still in flight (async_save.h);
+// writes into <dir>.tmp (removed first if a crashed save left it), each
 // rank fsyncs its file; rank 0 gathers the chunk lists, writes and fsyncs
 // metadata.json and the directory, then (after every rank is known to be done)
 // swaps <dir>.tmp into <dir> with one atomic rename (an existing checkpoint is
@@ -47,13 +48,22 @@
 
 namespace dtr::checkpoint {
 
+// The points of a save that SaveOptions::at_phase is called at, in order.
+enum class SavePhase {
+  staged,      // async_save only: this rank's data is copied, the background write not begun
+  writing,     // this rank's first chunk is in its file, the rest not yet
+  written,     // this rank's file is durable (fsynced)
+  committing,  // every rank's file and the metadata are durable, just before the rename
+};
+
 struct SaveOptions {
   // Checksum granularity: a reader verifies (and so reads) whole blocks.
   int64_t checksum_block_bytes = int64_t{1} << 20;
-  // Called on every rank once all files are durable, just before the rename.
-  // For tests: throwing here is a crash before the commit (the previous
-  // checkpoint stays; <dir>.tmp is left behind and removed by the next save).
-  std::function<void()> before_commit{};
+  // For tests: called on every rank at each phase (`writing` and `written` on
+  // async_save's background thread). Throwing is a failed save (the previous
+  // checkpoint stays, the staging directory is removed); raising SIGKILL is a
+  // crash at that point (<dir>.tmp is left behind and removed by the next save).
+  std::function<void(SavePhase)> at_phase{};
 };
 
 struct LoadResult {

@@ -14,25 +14,36 @@ void require_object(const nlohmann::json& extra) {
             "checkpoint::save: `extra` has a key \"optim\", which holds the optimizer's settings; rename it");
 }
 
+// The model's parameters (and the optimizer's state) with the user's `extra`.
+CheckpointState state_of(nn::Module& model, const nn::optim::Optimizer* optimizer, const nlohmann::json& extra) {
+  require_object(extra);
+  CheckpointState state;
+  state.add_model(model);
+  state.extra = extra;
+  if (optimizer) state.add_optimizer(*optimizer, model);  // adds extra["optim"]
+  return state;
+}
+
 }  // namespace
 
 void save(const std::filesystem::path& dir, nn::Module& model, const nn::optim::Optimizer& optimizer,
           const nlohmann::json& extra, const SaveOptions& options) {
-  require_object(extra);
-  CheckpointState state;
-  state.add_model(model);
-  state.extra = extra;
-  state.add_optimizer(optimizer, model);  // adds extra["optim"]
-  save(dir, state, options);
+  save(dir, state_of(model, &optimizer, extra), options);
 }
 
 void save(const std::filesystem::path& dir, nn::Module& model, const nlohmann::json& extra,
           const SaveOptions& options) {
-  require_object(extra);
-  CheckpointState state;
-  state.add_model(model);
-  state.extra = extra;
-  save(dir, state, options);
+  save(dir, state_of(model, nullptr, extra), options);
+}
+
+void async_save(const std::filesystem::path& dir, nn::Module& model, const nn::optim::Optimizer& optimizer,
+                const nlohmann::json& extra, const SaveOptions& options) {
+  async_save(dir, state_of(model, &optimizer, extra), options);
+}
+
+void async_save(const std::filesystem::path& dir, nn::Module& model, const nlohmann::json& extra,
+                const SaveOptions& options) {
+  async_save(dir, state_of(model, nullptr, extra), options);
 }
 
 nlohmann::json load(const std::filesystem::path& dir, nn::Module& model, nn::optim::Optimizer& optimizer) {

@@ -6,6 +6,7 @@
 //   checkpoint::save(dir, model, opt, {{"step", step}});     // every rank
 //   nlohmann::json extra = checkpoint::load(dir, model, opt);  // any world size
 //   int64_t step = extra.at("step");
+//   checkpoint::async_save(dir, model, opt, {{"step", step}});  // returns once copied
 //
 // The parameters are keyed by their names in the model, the optimizer state by
 // "optim.<parameter name>.<state name>"; `extra` is any JSON object of yours
@@ -17,6 +18,7 @@
 // tensor, the file and the ranks, with nothing loaded.
 #pragma once
 
+#include "dtr/checkpoint/async_save.h"
 #include "dtr/checkpoint/checkpoint.h"
 #include "dtr/nn/module.h"
 #include "dtr/nn/optim/optimizer.h"
@@ -31,6 +33,13 @@ void save(const std::filesystem::path& dir, nn::Module& model, const nn::optim::
 // The parameters alone (inference, or fine-tuning with a new optimizer).
 void save(const std::filesystem::path& dir, nn::Module& model, const nlohmann::json& extra = nlohmann::json::object(),
           const SaveOptions& options = {});
+
+// The same as save(), written in the background (dtr/checkpoint/async_save.h:
+// poll_async_save() or wait_async_save() commits it).
+void async_save(const std::filesystem::path& dir, nn::Module& model, const nn::optim::Optimizer& optimizer,
+                const nlohmann::json& extra = nlohmann::json::object(), const SaveOptions& options = {});
+void async_save(const std::filesystem::path& dir, nn::Module& model,
+                const nlohmann::json& extra = nlohmann::json::object(), const SaveOptions& options = {});
 
 // Restores the parameters and the optimizer's state; returns the saved `extra`.
 nlohmann::json load(const std::filesystem::path& dir, nn::Module& model, nn::optim::Optimizer& optimizer);

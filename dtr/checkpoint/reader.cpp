@@ -15,8 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
-
 // Open data files, each checked once against the size the metadata records.
 class Files {
  public:

@@ -13,16 +13,17 @@ std::string_view memory_tag_name(MemoryTag tag) {
     case MemoryTag::optimizer_state: return "optimizer_state";
     case MemoryTag::activation: return "activation";
     case MemoryTag::comm_buffer: return "comm_buffer";
+    case MemoryTag::checkpoint_staging: return "checkpoint_staging";
     case MemoryTag::other: return "other";
   }
   return "?";
 }
 
 std::string MemoryStats::to_string() const {
-  std::string out = fmt::format("{:<16} {:>14} {:>14} {:>8}\n", "tag", "current_bytes", "peak_bytes",
+  std::string out = fmt::format("{:<18} {:>14} {:>14} {:>8}\n", "tag", "current_bytes", "peak_bytes",
                                 "live");
   auto row = [&](std::string_view name, const MemoryCounter& c) {
-    out += fmt::format("{:<16} {:>14} {:>14} {:>8}\n", name, c.current_bytes, c.peak_bytes,
+    out += fmt::format("{:<18} {:>14} {:>14} {:>8}\n", name, c.current_bytes, c.peak_bytes,
                        c.live_allocations);
   };
   for (int i = 0; i < kNumMemoryTags; ++i) row(memory_tag_name(static_cast<MemoryTag>(i)), by_tag[i]);

@@ -1,7 +1,8 @@
 // Memory statistics by tag: how many bytes of each kind (parameters, gradients,
-// optimizer state, activations, communication buffers, other) a device holds now
-// and at its peak. FSDP's memory promise (about 1/N of the state per rank) is
-// tested with these numbers, so they count exactly the bytes requested.
+// optimizer state, activations, communication buffers, the copies an
+// asynchronous checkpoint writes from, other) a device holds now and at its
+// peak. FSDP's memory promise (about 1/N of the state per rank) is tested with
+// these numbers, so they count exactly the bytes requested.
 #pragma once
 
 #include <array>
@@ -12,8 +13,8 @@
 
 namespace dtr {
 
-enum class MemoryTag : uint8_t { param, grad, optimizer_state, activation, comm_buffer, other };
-inline constexpr int kNumMemoryTags = 6;
+enum class MemoryTag : uint8_t { param, grad, optimizer_state, activation, comm_buffer, checkpoint_staging, other };
+inline constexpr int kNumMemoryTags = 7;
 
 std::string_view memory_tag_name(MemoryTag tag);
 

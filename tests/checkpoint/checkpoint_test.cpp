@@ -411,7 +411,12 @@ TEST_CASE("checkpoint save failing before its commit leaves the previous checkpo
 
   prime(*model, *opt);
   REQUIRE_THROWS_WITH(ckpt::save(dir, training_state(*model, *opt),
-                                 {.before_commit = [] { throw std::runtime_error("simulated crash"); }}),
+                                 {.at_phase =
+                                      [](ckpt::SavePhase phase) {
+                                        if (phase == ckpt::SavePhase::committing) {
+                                          throw std::runtime_error("simulated crash");
+                                        }
+                                      }}),
                       Catch::Contains("simulated crash"));
   REQUIRE_FALSE(fs::exists(ckpt::staging_directory(dir)));  // a failed save removes what it wrote
   auto reloaded = make_sharded(33);
