@@ -263,6 +263,9 @@ void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
   add_number(app, "--eval-every", c.eval_every, "validation loss every N steps (0: only at the end)", {.min = 0});
   add_number(app, "--eval-batches", c.eval_batches, "micro-batches per rank in each evaluation", {.min = 1});
   add_number(app, "--log-every", c.log_every, "progress line every N steps", {.min = 1});
+  app.add_flag("--log-samples", c.log_samples,
+               "record in metrics.jsonl the global indices of the samples each step trained on, every rank's in "
+               "rank order (to check the data order, e.g. across a resume at another world size)");
   app.add_option("--progress-bar", text.progress_bar,
                  "auto | on | off: redraw a bar between progress lines (auto: when the output ends on a terminal, "
                  "under mpirun when mpirun's stdout is one and rank 0 runs on its host; output to a file or pipe "
@@ -270,6 +273,14 @@ void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
   app.add_option("--out", c.out_dir, "output directory (metrics.jsonl, loss.svg, config.json)");
   add_number(app, "--ckpt-every", c.ckpt_every,
              "save a distributed checkpoint every N steps (0: none) in <out>/checkpoints/step_<N>", {.min = 0});
+  app.add_flag("--async-ckpt", c.async_checkpoint,
+               "write the --ckpt-every checkpoints in the background: the step that saves copies the state and "
+               "training goes on; a checkpoint counts once every rank's files are written (the stop and final "
+               "checkpoints wait for the write)");
+  add_number(app, "--keep-last", c.keep_last,
+             "keep only the N newest checkpoints in <out>/checkpoints; an older one is removed once a newer one is "
+             "complete (0: keep all)",
+             {.min = 0});
   app.add_option("--resume", c.resume, "continue from a checkpoint directory written by dtr-train");
   app.add_flag("--overwrite", c.overwrite,
                "start afresh in an --out that holds checkpoints of an earlier run, removing them (without it such "

@@ -123,9 +123,12 @@ struct TrainConfig {
   int64_t eval_every = 50;          // 0: only at the end
   int64_t eval_batches = 4;         // micro-batches per rank per evaluation
   int64_t log_every = 10;
+  bool log_samples = false;         // metrics.jsonl records each step's global sample indices, in rank order
   ProgressBar progress_bar = ProgressBar::if_terminal;
   std::string out_dir = "runs/latest";
   int64_t ckpt_every = 0;           // > 0: a checkpoint every N steps in <out>/checkpoints/step_<N>
+  bool async_checkpoint = false;    // write --ckpt-every's checkpoints in the background while training goes on
+  int64_t keep_last = 0;            // > 0: keep the N newest checkpoints; older ones go once a newer one is complete
   std::string resume;               // a checkpoint directory to continue from (its step, data position, RNG)
   bool allow_config_change = false; // resume although batch, sequence, seed, data or dtype policy changed
   bool save_nonfinite = false;      // save checkpoints even from NaN or infinite parameters (else refused)

@@ -58,6 +58,7 @@ void MetricsWriter::write(const StepRecord& r) {
                       {"tokens_per_second", r.tokens_per_second},
                       {"flops_per_second", r.flops_per_second}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
+  if (!r.samples.empty()) j["samples"] = r.samples;
   if (r.mfu) j["mfu"] = *r.mfu;
   if (r.skipped) j["skipped"] = true;
   // A non-finite loss is written as null (JSON has no NaN).

@@ -37,6 +37,7 @@ struct StepRecord {
   double flops_per_second = 0;
   std::optional<double> mfu;  // on a GPU: flops_per_second / the GPU's peak
   bool skipped = false;       // --on-nonfinite skip dropped this step's update
+  std::vector<int64_t> samples;  // --log-samples: the global batch's sample indices, every rank's in rank order
 };
 
 // Peak bytes by memory tag for every rank: peaks[rank][tag] (tags of dtr/tensor/memory_stats.h).

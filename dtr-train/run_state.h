@@ -74,7 +74,8 @@ struct Run {
   Clock::time_point start;               // when this run's first step began
   double first_loss = 0, last_loss = 0;  // of the steps that updated the parameters
   int64_t updated = 0, skipped = 0;      // steps taken, and dropped by --on-nonfinite skip
-  int64_t saved_step = -1;               // the step of the last checkpoint this run wrote
+  int64_t saved_step = -1;               // the step of the last complete checkpoint this run wrote
+  int64_t writing_step = -1;             // the step of the checkpoint written in the background (--async-ckpt)
 
   // <out>/checkpoints/step_<step>
   std::filesystem::path checkpoint_dir(int64_t step) const {

@@ -34,10 +34,13 @@ struct NonFiniteParameter {
 };
 std::vector<NonFiniteParameter> nonfinite_parameters(nn::Module& model, const mesh::ProcessGroupPtr& world);
 
-// Saves the state after `step` optimizer steps into `dir`.
+// Saves the state after `step` optimizer steps into `dir`; with `background`,
+// returns once the state is copied and leaves the write in flight
+// (dtr/checkpoint/async_save.h: poll_async_save or wait_async_save commits it).
+// The data position is recorded in global samples (steps x global batch).
 void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& model,
                               const nn::optim::Optimizer& optimizer, int64_t step, const DistributedSampler& sampler,
-                              const TrainedAs& trained_as);
+                              const TrainedAs& trained_as, bool background = false);
 
 // Compares what checkpoint `dir` was trained as with this run (read from its
 // metadata, no collective). A different model is an error naming the field; a
@@ -47,8 +50,20 @@ void save_training_checkpoint(const std::filesystem::path& dir, nn::Module& mode
 std::vector<std::string> check_trained_as(const std::filesystem::path& dir, const TrainedAs& now, bool allow_changes);
 
 // Loads `dir` into the model (sharded), the optimizer and the sampler; restores
-// the RNG. Returns the number of steps already taken.
+// the RNG. Returns the number of steps already taken. The sampler continues at
+// the checkpoint's global sample, whatever the world size: the same samples in
+// the same order as an uninterrupted run (an error when a changed global batch
+// does not divide the samples already seen).
+
 int64_t load_training_checkpoint(const std::filesystem::path& dir, nn::Module& model, nn::optim::Optimizer& optimizer,
                                  DistributedSampler& sampler);
+
+// --keep-last: after checkpoint `step` of `checkpoints` (<out>/checkpoints) is
+// complete, removes the older checkpoints beyond the newest `keep_last` (it
+// included), and older unfinished ones (step_<n>.tmp). Checkpoints of later steps
+// (left by an earlier run that went further) are kept. Returns what it removed.
+// Not collective: one rank calls it.
+std::vector<std::filesystem::path> remove_old_checkpoints(const std::filesystem::path& checkpoints, int64_t step,
+                                                         int64_t keep_last);
 
 }  // namespace dtr::train

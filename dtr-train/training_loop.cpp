@@ -3,6 +3,7 @@
 #include "consensus.h"
 #include "stop_signal.h"
 
+#include "dtr/checkpoint/async_save.h"
 #include "dtr/nn/optim/clip_grad.h"
 #include "dtr/tensor/allocator.h"
 #include "dtr/tensor/autograd/grad_mode.h"
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 namespace dtr::train {
 
@@ -76,6 +78,14 @@ double accumulate_gradients(Run& r, const std::vector<int64_t>& windows) {
   return loss_sum;
 }
 
+// Every rank's sample indices of the step, in rank order (collective).
+std::vector<int64_t> global_samples(const Run& r, const std::vector<int64_t>& mine) {
+  Tensor local = from_vector(mine, {static_cast<int64_t>(mine.size())});
+  Tensor all = empty({local.numel() * r.world->size()}, {.dtype = DType::i64});
+  r.world->all_gather_into_tensor(all, local)->wait();
+  return all.to_vector<int64_t>();
+}
+
 // The checkpoint a run that ends now can be resumed from.
 std::string last_checkpoint(const Run& r) {
   return r.saved_step >= 0   ? r.checkpoint_dir(r.saved_step).string()
@@ -101,9 +111,36 @@ void report_refused_checkpoint(const Run& r, int64_t step, const std::vector<Non
   std::fflush(stderr);
 }
 
-// Saves the checkpoint of `step`; refuses (false, on every rank) when parameters
-// are not finite, unless --save-nonfinite.
-bool save_checkpoint(Run& r, int64_t step) {
+// Checkpoint `step` is complete: it is the one to resume from; --keep-last
+// removes older ones; a periodic one is announced.
+void checkpoint_complete(Run& r, int64_t step, bool announce) {
+  r.saved_step = step;
+  if (r.rank != 0) return;
+  if (r.c.keep_last > 0) {
+    try {
+      remove_old_checkpoints(r.out_dir / "checkpoints", step, r.c.keep_last);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}dtr-train: --keep-last: could not remove an older checkpoint: {}\n", r.line_start(),
+                 e.what());
+    }
+  }
+  if (announce) fmt::print("{}saved checkpoint {}\n", r.line_start(), r.checkpoint_dir(step).string());
+}
+
+// The checkpoint written in the background is committed once every rank's files
+// are written (`wait`: waits for that); collective.
+void complete_background_checkpoint(Run& r, bool wait) {
+  if (r.writing_step < 0) return;
+  const auto committed = wait ? checkpoint::wait_async_save() : checkpoint::poll_async_save();
+  if (!committed) return;
+  checkpoint_complete(r, std::exchange(r.writing_step, -1), /*announce=*/true);
+}
+
+// Saves the checkpoint of `step` (in the background when `background`: complete
+// at a later step); refuses (false, on every rank) when parameters are not
+// finite, unless --save-nonfinite.
+bool save_checkpoint(Run& r, int64_t step, bool background = false) {
+  complete_background_checkpoint(r, /*wait=*/true);  // one at a time, and the last one named right
   if (!r.c.save_nonfinite) {
     const std::vector<NonFiniteParameter> bad = nonfinite_parameters(*r.model, r.world);
     if (!bad.empty()) {
@@ -111,18 +148,25 @@ bool save_checkpoint(Run& r, int64_t step) {
       return false;
     }
   }
-  save_training_checkpoint(r.checkpoint_dir(step), *r.model, *r.opt, step, *r.s.sampler, r.trained_as);
-  r.saved_step = step;
+  save_training_checkpoint(r.checkpoint_dir(step), *r.model, *r.opt, step, *r.s.sampler, r.trained_as, background);
+  if (background) {
+    r.writing_step = step;
+  } else {
+    checkpoint_complete(r, step, /*announce=*/false);
+  }
   return true;
 }
 
-// The checkpoints due after `step`: every --ckpt-every steps, and the final one.
-// False when one was refused.
+// The checkpoints due after `step`: every --ckpt-every steps (in the background
+// with --async-ckpt), and the final one. False when one was refused.
 bool save_due_checkpoints(Run& r, int64_t step, bool last) {
   const bool periodic = r.c.ckpt_every > 0 && step % r.c.ckpt_every == 0;
   if (!periodic && !(last && r.c.final_checkpoint)) return true;
-  if (!save_checkpoint(r, step)) return false;
-  if (periodic && r.rank == 0) fmt::print("{}saved checkpoint {}\n", r.line_start(), r.checkpoint_dir(step).string());
+  const bool background = r.c.async_checkpoint && !last;
+  if (!save_checkpoint(r, step, background)) return false;
+  if (periodic && !background && r.rank == 0) {
+    fmt::print("{}saved checkpoint {}\n", r.line_start(), r.checkpoint_dir(step).string());
+  }
   return true;
 }
 
@@ -185,6 +229,7 @@ void report_step(Run& r, const StepRecord& record, bool last) {
 // of `step` (unless just saved), report, and end the run.
 int stop_by_signal(Run& r, int64_t step) {
   const auto dir = r.checkpoint_dir(step);
+  complete_background_checkpoint(r, /*wait=*/true);
   if (r.saved_step != step && !save_checkpoint(r, step)) return 1;
   if (r.rank == 0) {
     r.curves.write();
@@ -203,6 +248,7 @@ std::optional<int> train_step(Run& r, int64_t step) {
   const auto t0 = Clock::now();
   const double lr = nn::optim::apply_lr_schedule(*r.opt, r.schedule, step);
   const std::vector<int64_t> windows = r.s.sampler->next();
+  complete_background_checkpoint(r, /*wait=*/false);  // a checkpoint written by now counts from here
   r.opt->zero_grad();
   const double loss_sum = accumulate_gradients(r, windows);
   const double grad_norm =
@@ -213,12 +259,14 @@ std::optional<int> train_step(Run& r, int64_t step) {
   const double loss = consensus.loss;
   const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
   if (!finite && c.on_nonfinite == OnNonfinite::stop) {
+    complete_background_checkpoint(r, /*wait=*/true);
     if (r.rank == 0) report_nonfinite_step(r, step + 1, loss, grad_norm);
     return 1;
   }
   update(r, finite, loss);
   StepRecord record{.step = step + 1, .total_steps = c.steps, .loss = loss, .lr = lr, .grad_norm = grad_norm,
                     .tokens = r.tokens_per_step, .skipped = !finite};
+  if (c.log_samples) record.samples = global_samples(r, windows);
   record.step_seconds = seconds_since(t0);
   const bool last = step + 1 == c.steps;
   // Checkpoints first, so that no failure of the evaluation (or, after the last
@@ -238,8 +286,12 @@ std::optional<int> run_training_loop(Run& r) {
   r.start = Clock::now();
   for (int64_t step = r.start_step; step < r.c.steps; ++step) {
     DTR_PROFILE_SCOPE("train", "step");
-    if (const std::optional<int> exit_code = train_step(r, step)) return exit_code;
+    if (const std::optional<int> exit_code = train_step(r, step)) {
+      complete_background_checkpoint(r, /*wait=*/true);
+      return exit_code;
+    }
   }
+  complete_background_checkpoint(r, /*wait=*/true);  // with --no-final-checkpoint, the last periodic one
   return std::nullopt;
 }
 
