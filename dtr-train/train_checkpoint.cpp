@@ -7,6 +7,7 @@
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/reduce.h"
+#include "dtr/tensor/profiler.h"
 #include "dtr/tensor/random.h"
 
 #include <fmt/format.h>
@@ -24,6 +25,7 @@ namespace dtr::train {
 namespace ckpt = dtr::checkpoint;
 
 std::vector<NonFiniteParameter> nonfinite_parameters(nn::Module& model, const mesh::ProcessGroupPtr& world) {
+  DTR_PROFILE_SCOPE("checkpoint", "check parameters are finite");
   autograd::NoGradGuard no_grad;
   const auto named = model.named_parameters();
   std::vector<double> counts;

@@ -131,6 +131,7 @@ void checkpoint_complete(Run& r, int64_t step, bool announce) {
 // are written (`wait`: waits for that); collective.
 void complete_background_checkpoint(Run& r, bool wait) {
   if (r.writing_step < 0) return;
+  DTR_PROFILE_SCOPE("checkpoint", wait ? "wait for the background write" : "poll the background write");
   const auto committed = wait ? checkpoint::wait_async_save() : checkpoint::poll_async_save();
   if (!committed) return;
   checkpoint_complete(r, std::exchange(r.writing_step, -1), /*announce=*/true);
@@ -141,6 +142,7 @@ void complete_background_checkpoint(Run& r, bool wait) {
 // finite, unless --save-nonfinite.
 bool save_checkpoint(Run& r, int64_t step, bool background = false) {
   complete_background_checkpoint(r, /*wait=*/true);  // one at a time, and the last one named right
+  DTR_PROFILE_SCOPE("checkpoint", background ? "copy for the background write" : "save");
   if (!r.c.save_nonfinite) {
     const std::vector<NonFiniteParameter> bad = nonfinite_parameters(*r.model, r.world);
     if (!bad.empty()) {
