@@ -6,6 +6,9 @@
 #include "dtr/mesh/process_group.h"
 #include "dtr/tensor/factory.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 #include <utility>
@@ -15,6 +18,14 @@ namespace dtr::checkpoint {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The calling thread runs at the lowest CPU priority (Linux's per-thread nice
+// 19), so that on a machine whose cores are all training the write takes the
+// time they leave idle (their waits for communication) rather than theirs.
+void yield_to_training() {
+  // Best effort: a failure leaves the thread at the process's priority.
+  [[maybe_unused]] const int ignored = ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+}
 
 // The process's one asynchronous save in flight, its background writer and the
 // staging buffers kept between saves.
@@ -48,6 +59,7 @@ class AsyncSaver {
     }
     written_.store(false);
     writer_ = std::thread([this, chunks = std::move(chunks), tensors = std::move(tensors)] {
+      yield_to_training();
       flight_->written = write_rank(chunks, tensors, flight_->tmp, flight_->options);
       written_.store(true, std::memory_order_release);
     });
