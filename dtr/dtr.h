@@ -49,6 +49,8 @@
 #include "dtr/nn/optim/lr_schedule.h"
 #include "dtr/nn/optim/sgd.h"
 #include "dtr/nn/optim/weight_decay_groups.h"
+#include "dtr/nn/tensor_parallel/parallelize_module.h"
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/nn/transformer.h"
 #include "dtr/nn/transformer_memory.h"
 

@@ -1,0 +1,41 @@
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
+
+#include "dtr/base/error.h"
+#include "dtr/nn/tensor_parallel/parallelize_module.h"
+
+#include <fmt/format.h>
+
+namespace dtr::nn::tensor_parallel {
+
+ParallelizePlan transformer_plan(const TransformerConfig& config) {
+  ParallelizePlan plan;
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    const std::string block = fmt::format("layers.{}.", i);
+    for (const char* projection : {"attn.wq", "attn.wk", "attn.wv"}) {
+      plan.emplace_back(block + projection, ColwiseParallel{});
+    }
+    plan.emplace_back(block + "attn.wo", RowwiseParallel{});
+    plan.emplace_back(block + "ffn.up", ColwiseParallel{});
+    if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", ColwiseParallel{});
+    plan.emplace_back(block + "ffn.down", RowwiseParallel{});
+  }
+  return plan;
+}
+
+void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh) {
+  DTR_CHECK(mesh.ndim() == 1, "parallelize_transformer: expected a 1-D tensor-parallel mesh, got {} dims",
+            mesh.ndim());
+  const TransformerConfig& c = model.config();
+  const int64_t ranks = mesh.size(0);
+  DTR_CHECK(c.n_heads % ranks == 0,
+            "parallelize_transformer: n_heads {} does not divide by the tensor-parallel size {}: each rank computes "
+            "whole heads",
+            c.n_heads, ranks);
+  DTR_CHECK(c.kv_heads() % ranks == 0,
+            "parallelize_transformer: the {} key/value heads (n_kv_heads) do not divide by the tensor-parallel size "
+            "{}: each rank computes whole heads",
+            c.kv_heads(), ranks);
+  parallelize_module(model, mesh, transformer_plan(c));
+}
+
+}  // namespace dtr::nn::tensor_parallel

@@ -1,0 +1,34 @@
+// The tensor-parallel plan of the built-in Transformer (dtr/nn/transformer.h),
+// laid out as Megatron-LM and torchtitan lay out a decoder: in every block the
+// attention's q, k and v projections and the feed-forward's up (and Llama's
+// gate) projection are ColwiseParallel, the attention output and the
+// feed-forward's down projection RowwiseParallel. Each rank computes its own
+// heads and its slice of the hidden features, and a block all-reduces twice in
+// forward and twice in backward. The embeddings, the norms and the output head
+// stay whole on every rank (their gradients are the same on every rank, so
+// their updates are too).
+//
+//   namespace tp = dtr::nn::tensor_parallel;
+//   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {world_size}, {"tp"});
+//   tp::parallelize_transformer(model, mesh);   // every rank, the same full model
+//
+// Each rank holds whole heads: the attention heads and the key/value heads (GQA)
+// must divide by the mesh size, else an error names them before anything
+// changes. Not part of this plan: a vocabulary-parallel embedding, sequence and
+// loss parallelism, and combining it with fully_shard on a 2-D mesh.
+#pragma once
+
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/nn/tensor_parallel/parallel_style.h"
+#include "dtr/nn/transformer.h"
+
+namespace dtr::nn::tensor_parallel {
+
+// The plan for a model of this shape (module names as named_modules() gives them).
+ParallelizePlan transformer_plan(const TransformerConfig& config);
+
+// Checks the heads against the mesh (1-D), then parallelize_module(model, mesh,
+// transformer_plan(model.config())).
+void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh);
+
+}  // namespace dtr::nn::tensor_parallel

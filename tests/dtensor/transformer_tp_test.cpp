@@ -1,0 +1,125 @@
+// The built-in Transformer under tensor parallelism (transformer_plan.h) at
+// world sizes 1-4: Llama (with grouped key/value heads where they divide) and
+// GPT-2 (biases, tied embedding, fused GELU) train 5 AdamW steps with clipping
+// and give the losses and final parameters of the same model trained in this
+// process (in f64: losses to 1e-12, parameters to 1e-9); heads that do not
+// divide are refused, naming them.
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/optim/clip_grad.h"
+#include "dtr/nn/tensor_parallel/parallelize_module.h"
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace dtr;
+namespace tp = dtr::nn::tensor_parallel;
+
+namespace {
+
+constexpr int64_t kTpVocab = 40, kTpSeq = 6;
+
+// 12 heads of 4 over 48 features: whole heads at 1, 2, 3 and 4 ranks.
+nn::TransformerConfig tp_test_config(nn::TransformerStyle style, int64_t kv_heads) {
+  return {.style = style, .vocab_size = kTpVocab, .dim = 48, .n_layers = 2, .n_heads = 12, .n_kv_heads = kv_heads,
+          .ffn_hidden = 72, .max_seq_len = kTpSeq, .tie_weights = style == nn::TransformerStyle::gpt2,
+          .dtype = DType::f64};
+}
+
+// The same full model on every rank.
+std::shared_ptr<nn::Transformer> tp_test_model(const nn::TransformerConfig& config) {
+  manual_seed(11);
+  return std::make_shared<nn::Transformer>(config);
+}
+
+// The next-token loss on batch `step` (the same on every rank).
+Tensor tp_test_loss(nn::Module& model, int step) {
+  std::vector<int64_t> ids(3 * (kTpSeq + 1));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (static_cast<int64_t>(i) * 7 + step * 5 + 3) % kTpVocab;
+  const Tensor batch = from_vector(ids, {3, kTpSeq + 1});
+  Tensor logits = model(batch.narrow(1, 0, kTpSeq).contiguous());
+  return cross_entropy(logits.reshape({-1, kTpVocab}), batch.narrow(1, 1, kTpSeq).contiguous().reshape({-1}));
+}
+
+// Losses of 5 AdamW steps with the gradient norm clipped to 0.5.
+std::vector<double> tp_test_train(nn::Module& model) {
+  const auto params = model.parameters();
+  nn::optim::AdamW opt(params, {.lr = 1e-2, .weight_decay = 0.1});
+  std::vector<double> losses;
+  for (int step = 0; step < 5; ++step) {
+    Tensor loss = tp_test_loss(model, step);
+    losses.push_back(loss.item());
+    loss.backward();
+    nn::optim::clip_grad_norm_(params, 0.5);
+    opt.step();
+    opt.zero_grad();
+  }
+  return losses;
+}
+
+void check_against_one_process(const nn::TransformerConfig& config) {
+  const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+  auto reference = tp_test_model(config);
+  auto model = tp_test_model(config);
+  tp::parallelize_transformer(*model, mesh);
+  // Every block's projections hold this rank's slice.
+  if (distributed::world_size() > 1) {
+    const auto up = tp::parameter_dtensor(*model, "layers.0.ffn.up.weight");
+    CHECK(up.to_local().size(0) == config.ffn_hidden / distributed::world_size());
+    CHECK(up.placements()[0].is_shard());
+  }
+  const std::vector<double> want = tp_test_train(*reference), got = tp_test_train(*model);
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("step " << i << ": " << got[i] << " with tensor parallelism, " << want[i] << " in one process");
+    CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
+  }
+  const auto trained = model->named_parameters();
+  for (const auto& [name, p] : reference->named_parameters()) {
+    INFO("parameter " << name);
+    const auto it = std::find_if(trained.begin(), trained.end(), [&](const auto& t) { return t.first == name; });
+    REQUIRE(it != trained.end());
+    const Tensor full = it->second.is_sharded() ? it->second.as_dtensor().full_tensor() : Tensor(it->second);
+    const auto a = full.to_vector<double>(), b = p->to_vector<double>();
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    CHECK(worst <= 1e-9);  // AdamW divides by the root of tiny second moments: a 1e-7 of lr
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallel Llama trains as one process", "[tensor_parallel][transformer]") {
+  // Grouped key/value heads (6) where the ranks divide them, else one per head.
+  const int64_t kv_heads = 6 % distributed::world_size() == 0 ? 6 : 12;
+  check_against_one_process(tp_test_config(nn::TransformerStyle::llama, kv_heads));
+}
+
+TEST_CASE("tensor parallel GPT-2 trains as one process", "[tensor_parallel][transformer]") {
+  check_against_one_process(tp_test_config(nn::TransformerStyle::gpt2, 0));
+}
+
+TEST_CASE("tensor parallel transformer plan: heads that do not divide are refused", "[tensor_parallel][transformer]") {
+  const int ranks = distributed::world_size();
+  if (ranks == 1) return;  // one rank divides everything
+  const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {ranks}, {"tp"});
+  // One more head than a multiple of the ranks (head dim 4).
+  auto heads = tp_test_model({.dim = 4 * (ranks + 1), .n_heads = ranks + 1, .max_seq_len = kTpSeq});
+  CHECK_THROWS_WITH(tp::parallelize_transformer(*heads, mesh),
+                    Catch::Contains(fmt::format("n_heads {} does not divide by the tensor-parallel size {}", ranks + 1,
+                                                ranks)));
+  CHECK_FALSE(heads->named_parameters()[1].second.is_sharded());  // nothing changed
+  auto kv = tp_test_model({.dim = 8 * ranks, .n_heads = 2 * ranks, .n_kv_heads = 1, .max_seq_len = kTpSeq});
+  CHECK_THROWS_WITH(tp::parallelize_transformer(*kv, mesh),
+                    Catch::Contains(fmt::format("the 1 key/value heads (n_kv_heads) do not divide by the "
+                                                "tensor-parallel size {}",
+                                                ranks)));
+}
