@@ -49,6 +49,7 @@
 #include "dtr/nn/optim/lr_schedule.h"
 #include "dtr/nn/optim/sgd.h"
 #include "dtr/nn/optim/weight_decay_groups.h"
+#include "dtr/nn/tensor_parallel/loss_parallel.h"
 #include "dtr/nn/tensor_parallel/parallelize_module.h"
 #include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/nn/transformer.h"

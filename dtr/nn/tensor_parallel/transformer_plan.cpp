@@ -7,7 +7,7 @@
 
 namespace dtr::nn::tensor_parallel {
 
-ParallelizePlan transformer_plan(const TransformerConfig& config) {
+ParallelizePlan transformer_plan(const TransformerConfig& config, const TransformerPlanOptions& options) {
   ParallelizePlan plan;
   for (int64_t i = 0; i < config.n_layers; ++i) {
     const std::string block = fmt::format("layers.{}.", i);
@@ -19,10 +19,11 @@ ParallelizePlan transformer_plan(const TransformerConfig& config) {
     if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", ColwiseParallel{});
     plan.emplace_back(block + "ffn.down", RowwiseParallel{});
   }
+  if (options.loss_parallel) plan.emplace_back("output", ColwiseParallel{});
   return plan;
 }
 
-void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh) {
+void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh, const TransformerPlanOptions& options) {
   DTR_CHECK(mesh.ndim() == 1, "parallelize_transformer: expected a 1-D tensor-parallel mesh, got {} dims",
             mesh.ndim());
   const TransformerConfig& c = model.config();
@@ -35,7 +36,10 @@ void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh) {
             "parallelize_transformer: the {} key/value heads (n_kv_heads) do not divide by the tensor-parallel size "
             "{}: each rank computes whole heads",
             c.kv_heads(), ranks);
-  parallelize_module(model, mesh, transformer_plan(c));
+  DTR_CHECK(!options.loss_parallel || !c.tie_weights,
+            "parallelize_transformer: loss_parallel shards the output head by vocabulary, but this model ties it to "
+            "the token embedding (tie_weights), which stays whole; untie it or leave loss_parallel off");
+  parallelize_module(model, mesh, transformer_plan(c, options));
 }
 
 }  // namespace dtr::nn::tensor_parallel

@@ -12,10 +12,14 @@
 //   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {world_size}, {"tp"});
 //   tp::parallelize_transformer(model, mesh);   // every rank, the same full model
 //
+// With loss_parallel, the output head is ColwiseParallel too: the model returns
+// this rank's vocabulary slice of the logits, for vocab_parallel_cross_entropy
+// (loss_parallel.h); the head must not be tied to the embedding.
+//
 // Each rank holds whole heads: the attention heads and the key/value heads (GQA)
 // must divide by the mesh size, else an error names them before anything
-// changes. Not part of this plan: a vocabulary-parallel embedding, sequence and
-// loss parallelism, and combining it with fully_shard on a 2-D mesh.
+// changes. Not part of this plan: a vocabulary-parallel embedding, sequence
+// parallelism, and combining it with fully_shard on a 2-D mesh.
 #pragma once
 
 #include "dtr/mesh/device_mesh.h"
@@ -24,11 +28,16 @@
 
 namespace dtr::nn::tensor_parallel {
 
+struct TransformerPlanOptions {
+  bool loss_parallel = false;  // the output head column-wise: logits sharded by vocabulary
+};
+
 // The plan for a model of this shape (module names as named_modules() gives them).
-ParallelizePlan transformer_plan(const TransformerConfig& config);
+ParallelizePlan transformer_plan(const TransformerConfig& config, const TransformerPlanOptions& options = {});
 
 // Checks the heads against the mesh (1-D), then parallelize_module(model, mesh,
-// transformer_plan(model.config())).
-void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh);
+// transformer_plan(model.config(), options)).
+void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh,
+                             const TransformerPlanOptions& options = {});
 
 }  // namespace dtr::nn::tensor_parallel
