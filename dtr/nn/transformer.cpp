@@ -1,5 +1,7 @@
 #include "dtr/nn/transformer.h"
 
+#include "dtr/dtensor/sharding/grad_sync.h"
+
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/attention.h"
 #include "dtr/tensor/ops/elementwise.h"
@@ -152,7 +154,14 @@ Tensor Transformer::forward(const Tensor& tokens) {
   for (const ModulePtr& layer : *layers_) h = (*layer)(h);
   h = (*norm_)(h);
   if (output_) return (*output_)(h);
-  return matmul(h, tok_embeddings_->parameter("weight").t());  // tied head
+  // The tied head. A vocabulary-parallel embedding (tensor_parallel/transformer_plan.h)
+  // holds this rank's rows: the logits are this rank's vocabulary slice, and h's
+  // gradient is the sum of every rank's part.
+  const Tensor& table = tok_embeddings_->parameter("weight");
+  if (table.size(0) != config_.vocab_size) {
+    h = dtensor::all_reduce_grad(h, tok_embeddings_->parameter_handle("weight").sharding()->mesh, {0});
+  }
+  return matmul(h, table.t());
 }
 
 }  // namespace dtr::nn

@@ -2,9 +2,10 @@
 // world sizes 1-4: Llama (with grouped key/value heads where they divide) and
 // GPT-2 (biases, tied embedding, fused GELU) train 5 AdamW steps with clipping
 // and give the losses and final parameters of the same model trained in this
-// process (in f64: losses to 1e-12, parameters to 1e-9), also with loss
-// parallelism (loss_parallel.h), whose loss and gradient equal cross_entropy's
-// on the whole logits; heads that do not divide are refused, naming them.
+// process (in f64: losses to 1e-12, parameters to 1e-9), also with a
+// vocabulary-parallel embedding and loss parallelism (loss_parallel.h), whose
+// loss and gradient equal cross_entropy's on the whole logits; heads that do
+// not divide are refused, naming them.
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/mesh/distributed.h"
 #include "dtr/nn/optim/adamw.h"
@@ -74,11 +75,16 @@ std::vector<double> tp_test_train(nn::Module& model, const mesh::DeviceMesh* los
   return losses;
 }
 
-void check_against_one_process(const nn::TransformerConfig& config, bool loss_parallel = false) {
+void check_against_one_process(const nn::TransformerConfig& config, const tp::TransformerPlanOptions& options = {}) {
+  const bool loss_parallel = options.loss_parallel;
   const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
   auto reference = tp_test_model(config);
   auto model = tp_test_model(config);
-  tp::parallelize_transformer(*model, mesh, {.loss_parallel = loss_parallel});
+  tp::parallelize_transformer(*model, mesh, options);
+  if (options.vocab_parallel_embedding) {
+    CHECK(tp::parameter_dtensor(*model, "tok_embeddings.weight").to_local().size(0) ==
+          shard_range(kTpVocab, distributed::world_size(), distributed::rank()).length);
+  }
   // Every block's projections hold this rank's slice.
   if (distributed::world_size() > 1) {
     const auto up = tp::parameter_dtensor(*model, "layers.0.ffn.up.weight");
@@ -117,12 +123,25 @@ TEST_CASE("tensor parallel GPT-2 trains as one process", "[tensor_parallel][tran
   check_against_one_process(tp_test_config(nn::TransformerStyle::gpt2, 0));
 }
 
-TEST_CASE("tensor parallel Llama with loss parallelism trains as one process", "[tensor_parallel][transformer]") {
-  const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
-  check_against_one_process(tp_test_config(nn::TransformerStyle::llama, 12), /*loss_parallel=*/true);
-  auto tied = tp_test_model(tp_test_config(nn::TransformerStyle::gpt2, 0));
-  CHECK_THROWS_WITH(tp::parallelize_transformer(*tied, mesh, {.loss_parallel = true}),
-                    Catch::Contains("ties it to the token embedding"));
+TEST_CASE("tensor parallel with a vocabulary-parallel embedding and loss trains as one process",
+          "[tensor_parallel][transformer]") {
+  const auto llama = tp_test_config(nn::TransformerStyle::llama, 12), gpt2 = tp_test_config(nn::TransformerStyle::gpt2, 0);
+  SECTION("Llama, loss parallel") { check_against_one_process(llama, {.loss_parallel = true}); }
+  SECTION("Llama, vocabulary-parallel embedding") {
+    check_against_one_process(llama, {.vocab_parallel_embedding = true});
+  }
+  SECTION("Llama, both") {
+    check_against_one_process(llama, {.vocab_parallel_embedding = true, .loss_parallel = true});
+  }
+  SECTION("GPT-2, its tied head and embedding sharded together") {
+    check_against_one_process(gpt2, {.vocab_parallel_embedding = true, .loss_parallel = true});
+  }
+  SECTION("a tied head cannot be sharded without its embedding") {
+    const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+    auto tied = tp_test_model(gpt2);
+    CHECK_THROWS_WITH(tp::parallelize_transformer(*tied, mesh, {.loss_parallel = true}),
+                      Catch::Contains("ties its output head to the token embedding"));
+  }
 }
 
 TEST_CASE("vocab_parallel_cross_entropy equals cross_entropy of the whole logits", "[tensor_parallel][transformer]") {

@@ -3,7 +3,12 @@
 #include "dtr/base/error.h"
 #include "dtr/dtensor/dtensor_ops.h"
 #include "dtr/dtensor/sharding/grad_sync.h"
+#include "dtr/nn/layers.h"
 #include "dtr/nn/linear.h"
+#include "dtr/tensor/autograd/grad_mode.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/elementwise.h"
+#include "dtr/tensor/ops/reduce.h"
 
 #include <memory>
 
@@ -12,13 +17,13 @@ namespace dtr::nn::tensor_parallel {
 namespace {
 
 // Replaces parameter `name` of `linear` with its local shard under `placements`.
-void shard_parameter(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
+void shard_parameter(nn::Module& module, const std::string& name, const mesh::DeviceMesh& mesh,
                      Placements placements) {
-  const Tensor& full = linear.parameter(name);
+  const Tensor& full = module.parameter(name);
   DTensor d = distribute_tensor(full.detach(), mesh, std::move(placements));
   Tensor local = d.to_local().detach().clone();
   local.requires_grad_(full.requires_grad());
-  linear.set_sharded_parameter(name, local, std::make_shared<const DTensorSpec>(d.spec()));
+  module.set_sharded_parameter(name, local, std::make_shared<const DTensorSpec>(d.spec()));
 }
 
 // The global shape of a module input whose local tensor is `local` under `layout`:
@@ -108,6 +113,46 @@ void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::Devi
   });
 }
 
+// RowwiseParallel on an Embedding, a vocabulary-parallel embedding: each rank
+// holds its rows of the table (Shard(0)), looks up the ids in its range (the
+// others read row 0 and are zeroed), and the partial sums are reduced to the
+// output layout (Replicate: all-reduce). The ids are whole on every rank.
+void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, const mesh::DeviceMesh& mesh,
+                          const RowwiseParallel& style) {
+  DTR_CHECK(style.input_layout.is_replicate() || style.input_layout == RowwiseParallel{}.input_layout,
+            "parallelize_module: RowwiseParallel on the Embedding '{}' takes the token ids whole (Replicate); "
+            "input_layout {} is not supported",
+            name, style.input_layout.to_string());
+  const int64_t vocab = embedding.parameter("weight").size(0);
+  DTR_CHECK(vocab >= mesh.size(0), "parallelize_module: the Embedding '{}' has {} rows, fewer than the {} ranks",
+            name, vocab, mesh.size(0));
+  shard_parameter(embedding, "weight", mesh, {Shard(0)});
+  const ShardRange rows = shard_range(vocab, mesh.size(0), mesh.coordinate(0));
+  // This call's ids less the first row this rank holds, from the pre-hook to the hook.
+  auto shifted = std::make_shared<Tensor>();
+  embedding.register_forward_pre_hook([rows, vocab, name, shifted](nn::Module&, const Tensor& ids) {
+    DTR_CHECK(ids.dtype() == DType::i64, "tensor parallel '{}': expected i64 token ids, got {}", name, ids.dtype());
+    autograd::NoGradGuard no_grad;
+    const double outside =
+        sum(add(cast(lt(ids, Scalar(0)), DType::f64), cast(ge(ids, Scalar(vocab)), DType::f64))).item();
+    DTR_CHECK(outside == 0, "tensor parallel '{}': {} token ids are outside [0, {})", name, outside, vocab);
+    *shifted = sub(ids, Scalar(rows.offset));
+    // Ids of other ranks' rows read row 0; the hook zeroes what they read.
+    return where(lt(*shifted, Scalar(0)), zeros_like(*shifted), minimum(*shifted, Scalar(rows.length - 1)));
+  });
+  embedding.register_forward_hook([mesh, style, rows, shifted](nn::Module&, const Tensor&, const Tensor& output) {
+    Tensor held;
+    {
+      autograd::NoGradGuard no_grad;
+      held = mul(cast(ge(*shifted, Scalar(0)), output.dtype()), cast(lt(*shifted, Scalar(rows.length)), output.dtype()))
+                 .unsqueeze(-1);
+      *shifted = Tensor();
+    }
+    DTensor y(mul(output, held), DTensorSpec::make(mesh, {Partial()}, output.sizes(), output.dtype()));
+    return y.redistribute({style.output_layout}).to_local();
+  });
+}
+
 }  // namespace
 
 void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan) {
@@ -123,9 +168,15 @@ void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const 
     }
     DTR_CHECK(target != nullptr, "parallelize_module: the plan names module '{}', which is not in the module (it has: {})",
               name, fmt::join(known, ", "));
+    if (auto* embedding = dynamic_cast<nn::Embedding*>(target);
+        embedding != nullptr && std::holds_alternative<RowwiseParallel>(style)) {
+      apply_vocab_parallel(*embedding, name, mesh, std::get<RowwiseParallel>(style));
+      continue;
+    }
     auto* linear = dynamic_cast<nn::Linear*>(target);
     DTR_CHECK(linear != nullptr, "parallelize_module: module '{}' is a {}; ColwiseParallel and RowwiseParallel apply to "
-              "Linear layers only", name, target->type_name());
+              "Linear layers (and RowwiseParallel to an Embedding: a vocabulary-parallel table)",
+              name, target->type_name());
     if (const auto* col = std::get_if<ColwiseParallel>(&style)) {
       apply_colwise(*linear, name, mesh, *col);
     } else {

@@ -19,7 +19,8 @@ ParallelizePlan transformer_plan(const TransformerConfig& config, const Transfor
     if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", ColwiseParallel{});
     plan.emplace_back(block + "ffn.down", RowwiseParallel{});
   }
-  if (options.loss_parallel) plan.emplace_back("output", ColwiseParallel{});
+  if (options.vocab_parallel_embedding) plan.emplace_back("tok_embeddings", RowwiseParallel{});
+  if (options.loss_parallel && !config.tie_weights) plan.emplace_back("output", ColwiseParallel{});
   return plan;
 }
 
@@ -36,9 +37,11 @@ void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh, c
             "parallelize_transformer: the {} key/value heads (n_kv_heads) do not divide by the tensor-parallel size "
             "{}: each rank computes whole heads",
             c.kv_heads(), ranks);
-  DTR_CHECK(!options.loss_parallel || !c.tie_weights,
-            "parallelize_transformer: loss_parallel shards the output head by vocabulary, but this model ties it to "
-            "the token embedding (tie_weights), which stays whole; untie it or leave loss_parallel off");
+  DTR_CHECK(!c.tie_weights || options.loss_parallel == options.vocab_parallel_embedding,
+            "parallelize_transformer: this model ties its output head to the token embedding (tie_weights), so "
+            "loss_parallel (the head sharded by vocabulary) and vocab_parallel_embedding (the table sharded by "
+            "vocabulary) go together; got loss_parallel {} and vocab_parallel_embedding {}",
+            options.loss_parallel, options.vocab_parallel_embedding);
   parallelize_module(model, mesh, transformer_plan(c, options));
 }
 

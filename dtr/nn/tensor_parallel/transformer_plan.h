@@ -12,14 +12,17 @@
 //   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {world_size}, {"tp"});
 //   tp::parallelize_transformer(model, mesh);   // every rank, the same full model
 //
-// With loss_parallel, the output head is ColwiseParallel too: the model returns
-// this rank's vocabulary slice of the logits, for vocab_parallel_cross_entropy
-// (loss_parallel.h); the head must not be tied to the embedding.
+// With vocab_parallel_embedding, the token embedding is RowwiseParallel: each
+// rank holds its rows of the table and the lookups are all-reduced. With
+// loss_parallel, the output head is ColwiseParallel: the model returns this
+// rank's vocabulary slice of the logits, for vocab_parallel_cross_entropy
+// (loss_parallel.h). A head tied to the embedding (GPT-2) shares its table, so
+// the two are on together or off together.
 //
 // Each rank holds whole heads: the attention heads and the key/value heads (GQA)
 // must divide by the mesh size, else an error names them before anything
-// changes. Not part of this plan: a vocabulary-parallel embedding, sequence
-// parallelism, and combining it with fully_shard on a 2-D mesh.
+// changes. Not part of this plan: sequence parallelism, and combining it with
+// fully_shard on a 2-D mesh.
 #pragma once
 
 #include "dtr/mesh/device_mesh.h"
@@ -29,7 +32,8 @@
 namespace dtr::nn::tensor_parallel {
 
 struct TransformerPlanOptions {
-  bool loss_parallel = false;  // the output head column-wise: logits sharded by vocabulary
+  bool vocab_parallel_embedding = false;  // the token embedding's rows sharded
+  bool loss_parallel = false;             // the output head column-wise: logits sharded by vocabulary
 };
 
 // The plan for a model of this shape (module names as named_modules() gives them).
