@@ -1,6 +1,8 @@
 // parallelize_module: applies a tensor-parallel plan (dtensor placements for the
 // parameters, hooks for the inputs and outputs) to the nn::Linear layers of a
-// module tree, like torch.distributed.tensor.parallel.parallelize_module.
+// module tree, and RowwiseParallel to an nn::Embedding (a vocabulary-parallel
+// table: rows sharded, lookups all-reduced), like
+// torch.distributed.tensor.parallel.parallelize_module.
 //
 //   namespace tp = dtr::nn::tensor_parallel;
 //   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {world_size}, {"tp"});
