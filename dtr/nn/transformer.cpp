@@ -73,10 +73,13 @@ Attention::Attention(const TransformerConfig& c) : config_(c) {
 Tensor Attention::forward(const Tensor& x) {
   DTR_CHECK(x.dim() == 3 && x.size(2) == config_.dim, "Attention: expected [B, T, {}], got {}", config_.dim,
             shape_str(x.sizes()));
-  const int64_t b = x.size(0), t = x.size(1), hd = config_.dim / config_.n_heads;
-  // Head counts come from the projections' outputs, so a tensor-parallel
-  // attention (wq/wk/wv column-sharded by whole heads) computes its local heads.
+  const int64_t hd = config_.dim / config_.n_heads;
+  // Head counts (and the sequence length) come from the projections' outputs, so
+  // a tensor-parallel attention (wq/wk/wv column-sharded by whole heads, their
+  // input gathered from sequence shards under sequence parallelism) computes its
+  // local heads over the whole sequence.
   Tensor q = (*wq_)(x), k = (*wk_)(x), v = (*wv_)(x);
+  const int64_t b = q.size(0), t = q.size(1);
   DTR_CHECK(q.size(2) % hd == 0 && k.size(2) % hd == 0,
             "Attention: projections of {} and {} features do not split into heads of {} (with tensor "
             "parallelism, shard whole heads: n_heads and kv heads divisible by the mesh size)",

@@ -3,7 +3,8 @@
 // GPT-2 (biases, tied embedding, fused GELU) train 5 AdamW steps with clipping
 // and give the losses and final parameters of the same model trained in this
 // process (in f64: losses to 1e-12, parameters to 1e-9), also with a
-// vocabulary-parallel embedding and loss parallelism (loss_parallel.h), whose
+// vocabulary-parallel embedding, sequence parallelism (norms on sequence
+// shards), and loss parallelism (loss_parallel.h), whose
 // loss and gradient equal cross_entropy's on the whole logits; heads that do
 // not divide are refused, naming them.
 #include "dtr/mesh/device_mesh.h"
@@ -30,7 +31,7 @@ namespace tp = dtr::nn::tensor_parallel;
 
 namespace {
 
-constexpr int64_t kTpVocab = 40, kTpSeq = 6;
+constexpr int64_t kTpVocab = 40, kTpSeq = 12;  // the sequence divides by 1-4 ranks
 
 // 12 heads of 4 over 48 features: whole heads at 1, 2, 3 and 4 ranks.
 nn::TransformerConfig tp_test_config(nn::TransformerStyle style, int64_t kv_heads) {
@@ -135,6 +136,33 @@ TEST_CASE("tensor parallel with a vocabulary-parallel embedding and loss trains 
   }
   SECTION("GPT-2, its tied head and embedding sharded together") {
     check_against_one_process(gpt2, {.vocab_parallel_embedding = true, .loss_parallel = true});
+  }
+  SECTION("Llama, sequence parallel") {
+    check_against_one_process(llama, {.vocab_parallel_embedding = true, .sequence_parallel = true});
+  }
+  SECTION("Llama, sequence and loss parallel") {
+    check_against_one_process(llama,
+                              {.vocab_parallel_embedding = true, .loss_parallel = true, .sequence_parallel = true});
+  }
+  SECTION("sequence parallel needs the vocabulary-parallel embedding and Llama style") {
+    const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+    auto plain = tp_test_model(llama);
+    CHECK_THROWS_WITH(tp::parallelize_transformer(*plain, mesh, {.sequence_parallel = true}),
+                      Catch::Contains("sequence_parallel needs vocab_parallel_embedding"));
+    auto gpt = tp_test_model(gpt2);
+    CHECK_THROWS_WITH(
+        tp::parallelize_transformer(*gpt, mesh,
+                                    {.vocab_parallel_embedding = true, .loss_parallel = true, .sequence_parallel = true}),
+        Catch::Contains("tie_weights true, style gpt2"));
+  }
+  SECTION("a sequence that does not divide by the ranks is refused") {
+    if (distributed::world_size() == 1) return;
+    const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});
+    auto model = tp_test_model(llama);
+    tp::parallelize_transformer(*model, mesh, {.vocab_parallel_embedding = true, .sequence_parallel = true});
+    const Tensor odd = from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(distributed::world_size() + 1), 1),
+                                            {1, distributed::world_size() + 1});
+    CHECK_THROWS_WITH((*model)(odd), Catch::Contains("the dim must divide by the"));
   }
   SECTION("a tied head cannot be sharded without its embedding") {
     const auto mesh = mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"});

@@ -1,5 +1,5 @@
-// Tensor-parallel styles for nn::Linear, like PyTorch's ColwiseParallel and
-// RowwiseParallel (torch.distributed.tensor.parallel), on a 1-D DeviceMesh:
+// Tensor-parallel styles, like PyTorch's ColwiseParallel, RowwiseParallel and
+// SequenceParallel (torch.distributed.tensor.parallel), on a 1-D DeviceMesh:
 //
 //   ColwiseParallel  weight [out, in] Shard(0), bias Shard(0): each rank computes
 //                    its slice of the output features. The input (input_layout,
@@ -14,6 +14,13 @@
 //                    is added once, after the reduction. The input (input_layout,
 //                    default Shard(-1), i.e. a ColwiseParallel output) is made
 //                    Shard(-1).
+//   SequenceParallel for a module that computes token by token on this rank's
+//                    slice of the sequence (a norm, between a RowwiseParallel
+//                    whose output is Shard(1) and a ColwiseParallel whose input
+//                    is): its parameters stay whole on every rank and each
+//                    forward computes with them passed through a gradient sum
+//                    over the mesh, since each rank's backward sees only its
+//                    tokens.
 //
 // Modules take and return plain Tensors, so inputs and outputs are local tensors
 // of DTensors with the layouts above (PyTorch's use_local_output=True). A
@@ -41,7 +48,9 @@ struct RowwiseParallel {
   Placement output_layout = Replicate();
 };
 
-using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel>;
+struct SequenceParallel {};
+
+using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel, SequenceParallel>;
 
 // Module name (dotted, as named_modules() gives it; "" is the root) -> style.
 using ParallelizePlan = std::vector<std::pair<std::string, ParallelStyle>>;

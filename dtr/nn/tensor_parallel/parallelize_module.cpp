@@ -140,7 +140,7 @@ void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, con
     // Ids of other ranks' rows read row 0; the hook zeroes what they read.
     return where(lt(*shifted, Scalar(0)), zeros_like(*shifted), minimum(*shifted, Scalar(rows.length - 1)));
   });
-  embedding.register_forward_hook([mesh, style, rows, shifted](nn::Module&, const Tensor&, const Tensor& output) {
+  embedding.register_forward_hook([mesh, style, rows, shifted, name](nn::Module&, const Tensor&, const Tensor& output) {
     Tensor held;
     {
       autograd::NoGradGuard no_grad;
@@ -148,8 +148,35 @@ void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, con
                  .unsqueeze(-1);
       *shifted = Tensor();
     }
+    if (style.output_layout.is_shard()) {
+      const int64_t d = style.output_layout.dim() < 0 ? style.output_layout.dim() + output.dim()
+                                                      : style.output_layout.dim();
+      DTR_CHECK(d >= 0 && d < output.dim() && output.size(d) % mesh.size(0) == 0,
+                "tensor parallel '{}': output layout {} on an output of shape {}: the dim must divide by the {} ranks "
+                "(a sequence-parallel sequence length)",
+                name, style.output_layout.to_string(), shape_str(output.sizes()), mesh.size(0));
+    }
     DTensor y(mul(output, held), DTensorSpec::make(mesh, {Partial()}, output.sizes(), output.dtype()));
     return y.redistribute({style.output_layout}).to_local();
+  });
+}
+
+// SequenceParallel: every parameter of the module itself stays whole, and each
+// forward computes with it passed through a gradient sum over the mesh.
+void apply_sequence_parallel(nn::Module& module, const std::string& name, const mesh::DeviceMesh& mesh) {
+  std::vector<std::string> params;
+  for (const auto& [n, p] : module.named_parameters(/*recurse=*/false)) params.push_back(n);
+  DTR_CHECK(!params.empty(), "parallelize_module: SequenceParallel on '{}', a {} without parameters of its own",
+            name, module.type_name());
+  module.register_forward_pre_hook([mesh, params](nn::Module& m, const Tensor&) {
+    for (const std::string& p : params) {
+      m.install_parameter(p, dtensor::all_reduce_grad(m.parameter_handle(p).data(), mesh, {0}));
+    }
+    return Tensor();
+  });
+  module.register_forward_hook([params](nn::Module& m, const Tensor&, const Tensor&) {
+    for (const std::string& p : params) m.install_parameter(p, std::nullopt);
+    return Tensor();
   });
 }
 
@@ -168,6 +195,10 @@ void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const 
     }
     DTR_CHECK(target != nullptr, "parallelize_module: the plan names module '{}', which is not in the module (it has: {})",
               name, fmt::join(known, ", "));
+    if (std::holds_alternative<SequenceParallel>(style)) {
+      apply_sequence_parallel(*target, name, mesh);
+      continue;
+    }
     if (auto* embedding = dynamic_cast<nn::Embedding*>(target);
         embedding != nullptr && std::holds_alternative<RowwiseParallel>(style)) {
       apply_vocab_parallel(*embedding, name, mesh, std::get<RowwiseParallel>(style));

@@ -8,19 +8,30 @@
 namespace dtr::nn::tensor_parallel {
 
 ParallelizePlan transformer_plan(const TransformerConfig& config, const TransformerPlanOptions& options) {
+  const bool sp = options.sequence_parallel;
+  // Under sequence parallelism the column-wise layers gather their input from
+  // sequence shards and the row-wise ones scatter their output into them.
+  const ColwiseParallel colwise{.input_layout = sp ? Shard(1) : Replicate()};
+  const RowwiseParallel rowwise{.output_layout = sp ? Shard(1) : Replicate()};
   ParallelizePlan plan;
+  if (options.vocab_parallel_embedding) plan.emplace_back("tok_embeddings", rowwise);
   for (int64_t i = 0; i < config.n_layers; ++i) {
     const std::string block = fmt::format("layers.{}.", i);
-    for (const char* projection : {"attn.wq", "attn.wk", "attn.wv"}) {
-      plan.emplace_back(block + projection, ColwiseParallel{});
-    }
-    plan.emplace_back(block + "attn.wo", RowwiseParallel{});
-    plan.emplace_back(block + "ffn.up", ColwiseParallel{});
-    if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", ColwiseParallel{});
-    plan.emplace_back(block + "ffn.down", RowwiseParallel{});
+    if (sp) plan.emplace_back(block + "attn_norm", SequenceParallel{});
+    for (const char* projection : {"attn.wq", "attn.wk", "attn.wv"}) plan.emplace_back(block + projection, colwise);
+    plan.emplace_back(block + "attn.wo", rowwise);
+    if (sp) plan.emplace_back(block + "ffn_norm", SequenceParallel{});
+    plan.emplace_back(block + "ffn.up", colwise);
+    if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", colwise);
+    plan.emplace_back(block + "ffn.down", rowwise);
   }
-  if (options.vocab_parallel_embedding) plan.emplace_back("tok_embeddings", RowwiseParallel{});
-  if (options.loss_parallel && !config.tie_weights) plan.emplace_back("output", ColwiseParallel{});
+  if (sp) plan.emplace_back("norm", SequenceParallel{});
+  if (!config.tie_weights && (options.loss_parallel || sp)) {
+    // The logits sharded by vocabulary (loss parallelism), or whole.
+    ColwiseParallel head = colwise;
+    if (!options.loss_parallel) head.output_layout = Replicate();
+    plan.emplace_back("output", head);
+  }
   return plan;
 }
 
@@ -42,6 +53,13 @@ void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh, c
             "loss_parallel (the head sharded by vocabulary) and vocab_parallel_embedding (the table sharded by "
             "vocabulary) go together; got loss_parallel {} and vocab_parallel_embedding {}",
             options.loss_parallel, options.vocab_parallel_embedding);
+  DTR_CHECK(!options.sequence_parallel || (options.vocab_parallel_embedding && !c.tie_weights &&
+                                            c.style == TransformerStyle::llama),
+            "parallelize_transformer: sequence_parallel needs vocab_parallel_embedding (the embedding scatters its "
+            "lookups by sequence), an untied output head and no learned positions (Llama style); got "
+            "vocab_parallel_embedding {}, tie_weights {}, style {}",
+            options.vocab_parallel_embedding, c.tie_weights,
+            c.style == TransformerStyle::llama ? "llama" : "gpt2");
   parallelize_module(model, mesh, transformer_plan(c, options));
 }
 

@@ -19,10 +19,17 @@
 // (loss_parallel.h). A head tied to the embedding (GPT-2) shares its table, so
 // the two are on together or off together.
 //
+// With sequence_parallel (Megatron's, as torchtitan applies it), the
+// activations between the blocks' projections are sharded by sequence (dim 1):
+// the norms compute on this rank's tokens (SequenceParallel), the column-wise
+// projections all-gather their input, the row-wise ones reduce-scatter their
+// output instead of all-reducing it, and the embedding (then vocabulary-
+// parallel) reduce-scatters its lookups. The sequence length must divide by the
+// mesh size. It needs an untied head and no learned positions (Llama style).
+//
 // Each rank holds whole heads: the attention heads and the key/value heads (GQA)
 // must divide by the mesh size, else an error names them before anything
-// changes. Not part of this plan: sequence parallelism, and combining it with
-// fully_shard on a 2-D mesh.
+// changes. Not part of this plan: combining it with fully_shard on a 2-D mesh.
 #pragma once
 
 #include "dtr/mesh/device_mesh.h"
@@ -34,6 +41,7 @@ namespace dtr::nn::tensor_parallel {
 struct TransformerPlanOptions {
   bool vocab_parallel_embedding = false;  // the token embedding's rows sharded
   bool loss_parallel = false;             // the output head column-wise: logits sharded by vocabulary
+  bool sequence_parallel = false;         // activations between the projections sharded by sequence
 };
 
 // The plan for a model of this shape (module names as named_modules() gives them).
