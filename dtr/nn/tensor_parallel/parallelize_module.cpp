@@ -206,7 +206,7 @@ void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const 
     }
     auto* linear = dynamic_cast<nn::Linear*>(target);
     DTR_CHECK(linear != nullptr, "parallelize_module: module '{}' is a {}; ColwiseParallel and RowwiseParallel apply to "
-              "Linear layers (and RowwiseParallel to an Embedding: a vocabulary-parallel table)",
+              "Linear layers only (RowwiseParallel also to an Embedding: a vocabulary-parallel table)",
               name, target->type_name());
     if (const auto* col = std::get_if<ColwiseParallel>(&style)) {
       apply_colwise(*linear, name, mesh, *col);
