@@ -11,9 +11,10 @@
 // The parameters are keyed by their names in the model, the optimizer state by
 // "optim.<parameter name>.<state name>"; `extra` is any JSON object of yours
 // (step, data position, RNG state). Build the optimizer from model.parameters()
-// after fully_shard; load() replaces its state and hyperparameters with the
-// checkpoint's. Loading reshards: the world size and the mesh may differ from the
-// save's, and a sharded checkpoint loads into an unsharded model and vice versa.
+// after fully_shard (or the tensor-parallel plan); load() replaces its state and
+// its lr with the checkpoint's (its other hyperparameters, such as weight decay
+// and betas, stay those it was built with). Loading reshards: the world size and
+// the layout may differ from the save's (FSDP, HSDP, tensor parallel, none).
 // Errors are checkpoint::load's: the same dtr::Error on every rank, naming the
 // tensor, the file and the ranks, with nothing loaded.
 #pragma once

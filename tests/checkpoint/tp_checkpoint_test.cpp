@@ -1,0 +1,109 @@
+// Checkpoints across parallel layouts at world sizes 1-4: a tensor-parallel
+// model (dtr/nn/tensor_parallel/transformer_plan.h, with its vocabulary-parallel
+// embedding) trained 2 steps and saved with its AdamW state loads into the same
+// model under fully_shard and into a model with no sharding at all, and each
+// continues with the losses of the tensor-parallel run; an FSDP checkpoint loads
+// into the tensor-parallel model the same way. f64, so the losses agree to 1e-12.
+#include "dtr/checkpoint/model_checkpoint.h"
+#include "dtr/fsdp/fully_shard.h"
+#include "dtr/mesh/device_mesh.h"
+#include "dtr/mesh/distributed.h"
+#include "dtr/nn/optim/adamw.h"
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
+#include "dtr/nn/transformer.h"
+#include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/nn.h"
+#include "dtr/tensor/random.h"
+
+#include "tests/support/mpi_test_util.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+
+using namespace dtr;
+namespace ckpt = dtr::checkpoint;
+namespace fs = std::filesystem;
+namespace tp = dtr::nn::tensor_parallel;
+
+namespace {
+
+enum class Layout { tensor_parallel, fsdp, plain };
+
+// 12 heads: whole heads at 1-4 ranks; the seed gives each model other values, which a load replaces.
+std::shared_ptr<nn::Transformer> layout_model(Layout layout, uint64_t seed) {
+  manual_seed(seed);
+  auto model = std::make_shared<nn::Transformer>(nn::TransformerConfig{
+      .vocab_size = 30, .dim = 24, .n_layers = 2, .n_heads = 12, .n_kv_heads = 6 % distributed::world_size() == 0 ? 6 : 12,
+      .ffn_hidden = 36, .max_seq_len = 8, .dtype = DType::f64});
+  if (layout == Layout::tensor_parallel) {
+    tp::parallelize_transformer(*model, mesh::init_device_mesh(DeviceType::cpu, {distributed::world_size()}, {"tp"}),
+                                {.vocab_parallel_embedding = true});
+  } else if (layout == Layout::fsdp) {
+    for (auto& layer : model->layers()) fsdp::fully_shard(*layer);
+    fsdp::fully_shard(*model);
+  }
+  return model;
+}
+
+// The loss of batch `step`, the same whole batch on every rank (each layout then
+// computes the same function), and with an optimizer one AdamW step on it.
+double layout_step(nn::Module& model, nn::optim::Optimizer* opt, int step) {
+  std::vector<int64_t> ids(2 * 9);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (static_cast<int64_t>(i) * 11 + step * 7 + 1) % 30;
+  const Tensor batch = from_vector(ids, {2, 9});
+  Tensor logits = model(batch.narrow(1, 0, 8).contiguous());
+  Tensor loss = cross_entropy(logits.reshape({-1, 30}), batch.narrow(1, 1, 8).contiguous().reshape({-1}));
+  if (opt) {
+    loss.backward();
+    opt->step();
+    opt->zero_grad();
+  }
+  return loss.item();
+}
+
+fs::path layout_dir(const std::string& name) {
+  const fs::path dir = fs::current_path() / "ckpt_layout_tests" / fmt::format("{}_np{}", name, distributed::world_size());
+  if (distributed::rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir.parent_path());
+  }
+  dtr::testing::world()->barrier()->wait();
+  return dir;
+}
+
+// Trains `from` 2 steps, saves it, trains 2 more; every model of `to` loaded from
+// the save must repeat those 2 losses.
+void check_layout_round_trip(Layout from, const std::vector<Layout>& to, const std::string& name) {
+  const fs::path dir = layout_dir(name);
+  auto model = layout_model(from, 1);
+  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  for (int step = 0; step < 2; ++step) layout_step(*model, &opt, step);
+  ckpt::save(dir, *model, opt, {{"step", 2}});
+  std::vector<double> want;
+  for (int step = 2; step < 4; ++step) want.push_back(layout_step(*model, &opt, step));
+  for (const Layout layout : to) {
+    INFO("loaded into layout " << static_cast<int>(layout));
+    auto loaded = layout_model(layout, 2);
+    // The checkpoint's lr replaces 1e-3; the other hyperparameters are the constructor's.
+    nn::optim::AdamW loaded_opt(loaded->parameters(), {.lr = 1e-3, .weight_decay = 0.1});
+    const nlohmann::json extra = ckpt::load(dir, *loaded, loaded_opt);
+    REQUIRE(extra.at("step").get<int>() == 2);
+    for (int step = 2; step < 4; ++step) {
+      const double got = layout_step(*loaded, &loaded_opt, step);
+      INFO("step " << step << ": " << got << " after the load, " << want[step - 2] << " continuing");
+      CHECK(std::abs(got - want[step - 2]) <= 1e-12 * std::abs(want[step - 2]));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a tensor-parallel checkpoint loads under FSDP and unsharded", "[checkpoint][tensor_parallel]") {
+  check_layout_round_trip(Layout::tensor_parallel, {Layout::fsdp, Layout::plain, Layout::tensor_parallel}, "from_tp");
+}
+
+TEST_CASE("an FSDP checkpoint loads into the tensor-parallel model", "[checkpoint][tensor_parallel]") {
+  check_layout_round_trip(Layout::fsdp, {Layout::tensor_parallel}, "from_fsdp");
+}
