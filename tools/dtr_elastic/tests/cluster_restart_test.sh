@@ -43,7 +43,7 @@ if [[ ${1:-} == --inside ]]; then
   done
   rc=0
   wait "$supervisor" || rc=$?
-  cat "$work/elastic.err" | grep -v '^\[' | grep -E "dtr-elastic|error" || true
+  grep -v '^\[' "$work/elastic.err" | grep -E "dtr-elastic|error" || true
   [[ $rc -eq 0 ]] || { tail -30 "$work/elastic.err"; fail "dtr-elastic exited $rc"; }
   [[ -n $first_step ]] || fail "no step 16 after the restart was seen"
   log=$out/elastic/restarts.log
