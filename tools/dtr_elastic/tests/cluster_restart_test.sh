@@ -20,7 +20,7 @@ if [[ ${1:-} == --inside ]]; then
   out=$work/run
   common=(--model tiny --seq-len 256 --steps 40 --global-batch 16 --eval-every 0 --eval-batches 1 --log-every 1
           --sample-tokens 0 --progress-bar off --no-final-checkpoint --ckpt-every 5)
-  DTR_COLLECTIVE_TIMEOUT=4 "$elastic" --hostfile "$DTR_CLUSTER_HOSTFILE" --max-restarts 2 \
+  DTR_COLLECTIVE_TIMEOUT=4 "$elastic" --hostfile "$DTR_CLUSTER_HOSTFILE" --max-restarts 2 --grace 1 \
     --launcher "$repo/scripts/cluster/mpirun.sh" -- "$train" "${common[@]}" --out "$out" \
     >"$work/elastic.out" 2>"$work/elastic.err" &
   supervisor=$!

@@ -8,6 +8,8 @@
 #                        lines), exit STATUS
 #   wait|0|              wait for SIGTERM, then record "got TERM" and exit 0 (as
 #                        dtr-train does after saving a checkpoint)
+#   hang|0|TEXT          print TEXT, then wait for SIGTERM, record "got TERM" and
+#                        exit 143 (as mpirun waiting for a lost host's daemon)
 set -euo pipefail
 [[ ${1:-} == --hostfile && ${3:-} == -np && $# -ge 5 ]] ||
   { echo "fake_launcher: expected --hostfile FILE -np N PROGRAM ARGS..., got: $*" >&2; exit 99; }
@@ -15,10 +17,15 @@ hostfile=$2 np=$4
 shift 4
 hosts=$(awk '{ print $1 }' "$hostfile" | paste -sd, -)
 echo "np=$np hosts=$hosts args=$*" >>"$FAKE_DIR/calls"
-call=$(wc -l <"$FAKE_DIR/calls")
+call=$(grep -c "^np=" "$FAKE_DIR/calls")
 plan=$(sed -n "${call}p" "$FAKE_DIR/plan")
 [[ -n $plan ]] || { echo "fake_launcher: the plan has no line $call" >&2; exit 98; }
 IFS='|' read -r status seconds text <<<"$plan"
+if [[ $status == hang ]]; then
+  printf '%b\n' "$text" >&2
+  trap 'echo "got TERM" >>"$FAKE_DIR/calls"; exit 143' TERM
+  while :; do sleep 0.1; done
+fi
 if [[ $status == wait ]]; then
   trap 'echo "got TERM" >>"$FAKE_DIR/calls"; exit 0' TERM
   echo "waiting" >"$FAKE_DIR/running"

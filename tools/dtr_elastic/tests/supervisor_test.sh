@@ -4,7 +4,8 @@
 # that the collective timeout names unreachable is dropped (by name, or by its
 # ranks when the hostfile lists addresses) and the job resumes from the newest
 # complete checkpoint (numerically newest; *.tmp and directories without
-# metadata.json skipped; else the job's own --resume); mpirun's lost daemon drops
+# metadata.json skipped; else the job's own --resume); a launcher still running
+# --grace seconds after the job named lost ranks is terminated; mpirun's lost daemon drops
 # its host; a rank lost on a host that answers restarts on the same hosts; exit
 # status 2, a non-finite loss and other errors are not restarted; --max-restarts;
 # no checkpoint and no host left stop with a reason; the restart line holds every
@@ -108,6 +109,19 @@ expect_calls "np=6 hosts=10.0.0.1,10.0.0.2,10.0.0.3 args=train --out=$out --resu
   "np=4 hosts=10.0.0.1,10.0.0.3 args=train --out=$out --steps 40 --resume /old/checkpoints/step_10"
 expect_log "restart 1 of at most 1 (attempt 2) | cause: ranks 2, 3 (host h1) unreachable: no heartbeat after the collective timeout | hosts dropped: 10.0.0.2 | checkpoint: /old/checkpoints/step_10 | steps redone: unknown"
 echo "ok: the host of ranks 2, 3 is the hostfile's second; without a checkpoint in --out the job's --resume is used"
+
+# ---- mpirun hangs after its ranks named a lost host: terminated after --grace ----
+new_case grace 'nodea slots=2\nnodeb slots=2\n'
+checkpoint step_10
+plan "hang|0|$(timeout_message 'ranks 2, 3 (host nodeb)' 'ranks 0, 1 (host nodea)')"
+plan "0|0|"
+start=$SECONDS
+supervise --grace 1 -- train --out "$d/out"
+expect_rc 0
+expect_calls "np=4 hosts=nodea,nodeb args=train --out $d/out" "got TERM" \
+  "np=2 hosts=nodea args=train --out $d/out --resume $d/out/checkpoints/step_10"
+[[ $((SECONDS - start)) -lt 10 ]] || fail "the hanging launcher was not ended within --grace 1 and a margin"
+echo "ok: a launcher still running --grace seconds after its ranks named a lost host is terminated, then the job restarts"
 
 # ---- mpirun lost a daemon: that host dropped ----
 new_case lost_daemon 'nodea slots=2\nnodeb slots=2\n'
