@@ -32,6 +32,9 @@ expect() {
   fi
 }
 mpirun_flags=("$@")
+# Every rank exits 2 by itself: mpirun need not wait its default second before it
+# SIGKILLs the ranks of a job whose ranks exited non-zero (2.3 s a case otherwise).
+export OMPI_MCA_odls_base_sigkill_timeout=0
 
 for np in 1 2; do
   expect $np --steps --steps -5
