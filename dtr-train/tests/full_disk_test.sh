@@ -7,6 +7,9 @@
 set -uo pipefail
 train=$1 work=$2 mpiexec=$3
 shift 3
+# A failed save ends every rank (exit 1) and nothing is left to save: mpirun need
+# not wait its default second before it SIGKILLs the ranks.
+export OMPI_MCA_odls_base_sigkill_timeout=0
 fail() { echo "FAIL: $*" >&2; exit 1; }
 mkdir -p "$work/disk"
 umount "$work/disk" 2>/dev/null

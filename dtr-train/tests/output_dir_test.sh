@@ -7,6 +7,9 @@
 set -euo pipefail
 train=$1 out=$2 mpiexec=$3
 shift 3
+# The refused runs' ranks all exit 2 by themselves: mpirun need not wait its
+# default second before it SIGKILLs the ranks of a job whose ranks exited non-zero.
+export OMPI_MCA_odls_base_sigkill_timeout=0
 rm -rf "$out"
 mkdir -p "$out"
 fail() { echo "FAIL: $*" >&2; exit 1; }

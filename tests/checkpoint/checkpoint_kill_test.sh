@@ -7,6 +7,9 @@
 set -uo pipefail
 probe=$1
 shift
+# A killed rank ends the job: mpirun need not wait its default second before it
+# SIGKILLs the other ranks (they hold no state to save).
+export OMPI_MCA_odls_base_sigkill_timeout=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for mode in save async-save; do
