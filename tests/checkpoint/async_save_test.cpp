@@ -26,23 +26,13 @@ using namespace dtr;
 namespace ckpt = dtr::checkpoint;
 namespace fs = std::filesystem;
 using dtr::testing::bytes_of;
+using dtr::testing::fresh_shared_dir;
 using dtr::testing::make_optimizer;
 using dtr::testing::make_sharded;
 using dtr::testing::prime;
 using dtr::testing::world;
 
 namespace {
-
-// An empty place for the test's checkpoints, shared by the ranks.
-fs::path async_test_root(const std::string& name) {
-  fs::path root = fs::current_path() / "ckpt_async_tests" / fmt::format("{}_np{}", name, distributed::world_size());
-  if (distributed::rank() == 0) {
-    fs::remove_all(root);
-    fs::create_directories(root);
-  }
-  world()->barrier()->wait();
-  return root;
-}
 
 // Every file of a checkpoint directory, by name, with its bytes.
 std::map<std::string, std::string> files_in(const fs::path& dir) {
@@ -80,7 +70,7 @@ void throw_at(ckpt::SavePhase phase, ckpt::SavePhase when, bool on_this_rank) {
 }  // namespace
 
 TEST_CASE("async_save writes the files save writes, byte for byte", "[checkpoint][async]") {
-  const fs::path root = async_test_root("same_files");
+  const fs::path root = fresh_shared_dir("ckpt_async_tests", "same_files");
   auto model = make_sharded(51);
   auto opt = make_optimizer(*model);
   prime(*model, *opt);
@@ -103,7 +93,7 @@ TEST_CASE("async_save writes the files save writes, byte for byte", "[checkpoint
 }
 
 TEST_CASE("async_save keeps the values of its call while training goes on", "[checkpoint][async]") {
-  const fs::path root = async_test_root("values_at_call");
+  const fs::path root = fresh_shared_dir("ckpt_async_tests", "values_at_call");
   auto model = make_sharded(52);
   auto opt = make_optimizer(*model);
   prime(*model, *opt);
@@ -136,7 +126,7 @@ TEST_CASE("async_save keeps the values of its call while training goes on", "[ch
 }
 
 TEST_CASE("at most one async_save is in flight, and save() commits it first", "[checkpoint][async]") {
-  const fs::path root = async_test_root("one_in_flight");
+  const fs::path root = fresh_shared_dir("ckpt_async_tests", "one_in_flight");
   auto model = make_sharded(55);
   auto opt = make_optimizer(*model);
   prime(*model, *opt);
@@ -158,7 +148,7 @@ TEST_CASE("at most one async_save is in flight, and save() commits it first", "[
 
 TEST_CASE("a failed async_save is the same error on every rank and keeps the previous checkpoint",
           "[checkpoint][async]") {
-  const fs::path root = async_test_root("failure");
+  const fs::path root = fresh_shared_dir("ckpt_async_tests", "failure");
   const fs::path dir = root / "latest";
   auto model = make_sharded(59);
   auto opt = make_optimizer(*model);

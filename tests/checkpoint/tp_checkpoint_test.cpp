@@ -63,20 +63,10 @@ double layout_step(nn::Module& model, nn::optim::Optimizer* opt, int step) {
   return loss.item();
 }
 
-fs::path layout_dir(const std::string& name) {
-  const fs::path dir = fs::current_path() / "ckpt_layout_tests" / fmt::format("{}_np{}", name, distributed::world_size());
-  if (distributed::rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir.parent_path());
-  }
-  dtr::testing::world()->barrier()->wait();
-  return dir;
-}
-
 // Trains `from` 2 steps, saves it, trains 2 more; every model of `to` loaded from
 // the save must repeat those 2 losses.
 void check_layout_round_trip(Layout from, const std::vector<Layout>& to, const std::string& name) {
-  const fs::path dir = layout_dir(name);
+  const fs::path dir = dtr::testing::fresh_shared_dir("ckpt_layout_tests", name) / "ckpt";
   auto model = layout_model(from, 1);
   nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
   for (int step = 0; step < 2; ++step) layout_step(*model, &opt, step);

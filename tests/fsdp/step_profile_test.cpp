@@ -60,16 +60,6 @@ void train_step(nn::Module& model, nn::optim::Optimizer& opt, int step) {
   opt.zero_grad();
 }
 
-fs::path trace_dir(const std::string& name) {
-  fs::path dir = fs::current_path() / "profiler_tests" / fmt::format("{}_np{}", name, distributed::world_size());
-  if (distributed::rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  world()->barrier()->wait();
-  return dir;
-}
-
 bool env_profiling() {
   if (std::getenv("DTR_PROFILE") == nullptr) return false;
   WARN("DTR_PROFILE is set: the profiler tests start and stop the profiler themselves; skipped");
@@ -119,7 +109,7 @@ TEST_CASE("profiler trace of a 2-block FSDP model over 2 steps: valid nested JSO
   const int64_t reduce_scatters_per_step = communicates ? groups : 0;
   const mesh::ProcessGroupPtr fsdp_group = fsdp::fsdp_module(*model).mesh().group(0);
 
-  const fs::path dir = trace_dir("fsdp_two_steps");
+  const fs::path dir = dtr::testing::fresh_shared_dir("profiler_tests", "fsdp_two_steps");
   profiler::start({.path = (dir / "trace.json").string(), .print_summary = false});
   REQUIRE(profiler::running());
   fsdp_group->reset_stats();
@@ -203,7 +193,7 @@ TEST_CASE("profiler off: an FSDP training step records no event and writes no tr
   profiler::clear();
   auto model = sharded_tiny_model();
   nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
-  const fs::path dir = trace_dir("off");
+  const fs::path dir = dtr::testing::fresh_shared_dir("profiler_tests", "off");
   for (int step = 0; step < kSteps; ++step) train_step(*model, opt, step);
   CHECK(profiler::event_count() == 0);
   CHECK(profiler::events().empty());

@@ -1,8 +1,10 @@
 // Helpers shared by the multi-rank tests: tensors from doubles in any dtype, the
-// values read back as doubles (values.h) or as raw bytes.
+// values read back as doubles (values.h) or as raw bytes, and an empty directory
+// every rank shares.
 #pragma once
 
 #include "dtr/mesh/distributed.h"
+#include "dtr/mesh/process_group.h"
 
 #include <catch2/catch.hpp>
 #include "dtr/tensor/factory.h"
@@ -13,6 +15,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 namespace dtr::testing {
@@ -30,6 +34,19 @@ inline std::vector<uint8_t> bytes_of(const Tensor& t) {
 }
 
 inline mesh::ProcessGroupPtr world() { return distributed::world_group(); }
+
+// <working directory>/<area>/<name>_np<world size>, empty and existing on return
+// on every rank (rank 0 makes it; the ranks meet in a barrier).
+inline std::filesystem::path fresh_shared_dir(const std::string& area, const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::current_path() / area / (name + "_np" + std::to_string(distributed::world_size()));
+  if (distributed::rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  world()->barrier()->wait();
+  return dir;
+}
 
 // The largest difference between two tensors' values relative to the largest
 // magnitude of `want` (infinite when their sizes differ).
