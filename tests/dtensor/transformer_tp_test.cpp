@@ -101,7 +101,8 @@ void check_against_one_process(const nn::TransformerConfig& config, const tp::Tr
   const auto trained = model->named_parameters();
   for (const auto& [name, p] : reference->named_parameters()) {
     INFO("parameter " << name);
-    const auto it = std::find_if(trained.begin(), trained.end(), [&](const auto& t) { return t.first == name; });
+    const std::string& wanted = name;  // a lambda may not capture a structured binding (clang before 16)
+    const auto it = std::find_if(trained.begin(), trained.end(), [&](const auto& t) { return t.first == wanted; });
     REQUIRE(it != trained.end());
     const Tensor full = it->second.is_sharded() ? it->second.as_dtensor().full_tensor() : Tensor(it->second);
     const auto a = full.to_vector<double>(), b = p->to_vector<double>();
