@@ -34,7 +34,7 @@ void append_padded(std::vector<CopyJob>& jobs, const Tensor& dest, const Tensor&
 void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
                                            int64_t first, int64_t count) const {
   const FSDPParam& p = *params_[i];
-  const int64_t rows = p.global_shape()[0];
+  const int64_t rows = p.unsharded_shape()[0];
   const Tensor full_rows = full.defined() ? full.reshape({rows, p.row_numel()}) : Tensor();
   for (int64_t r = first; r < first + count; ++r) {
     Tensor segment = flat.narrow(0, (r - first) * numel_ + offsets_[i], p.padded_numel());

@@ -4,6 +4,13 @@
 // in the slots while the module computes. Its segment of the group's flat buffers
 // is dtr/fsdp/flat_collectives.h's.
 //
+// A parameter a tensor-parallel plan sharded already (its slot holds this rank's
+// TP shard, laid out over other dims of the same mesh) is sharded the same way,
+// with its TP shard as the tensor to shard: the all-gather gives back the TP
+// shard the module computes with, and the layout records both, the TP dims first
+// (on a (dp, tp) mesh, a column-wise weight is [Shard(0), Shard(0)] over (tp, dp):
+// chunked by tp, then each chunk by dp; PyTorch's _StridedShard).
+//
 // The unsharded tensor is a leaf that stays the same object across steps; its
 // memory (padded to mesh_size x padded_rows rows) is released when resharded and
 // reallocated at the next all-gather, so tensors autograd saved in forward stay
@@ -43,7 +50,9 @@ struct GroupPlacement {
 class FSDPParam {
  public:
   // Shards `full` (the tensor in the slots now) over the last dim of `mesh` (a
-  // 2-D mesh replicates over its first dim: HSDP) and installs the shard. The
+  // 2-D mesh replicates over its first dim: HSDP) and installs the shard; the
+  // other dims of the mesh `mesh` is cut from replicate it, or shard it as the
+  // slot's layout says (tensor parallelism). The
   // unsharded tensor has `compute_dtype` (mixed precision's param_dtype). The
   // shard of a CUDA parameter lives in host memory when the placement offloads.
   FSDPParam(std::string fqn, std::vector<ParamSlot> slots, const Tensor& full, const mesh::DeviceMesh& mesh,
@@ -51,12 +60,15 @@ class FSDPParam {
 
   const std::string& fqn() const { return fqn_; }
   const Shape& global_shape() const { return spec_->shape; }
+  // The shape of the unsharded tensor the module computes with: the global one,
+  // or this rank's tensor-parallel shard.
+  const Shape& unsharded_shape() const { return unsharded_shape_; }
   const std::shared_ptr<const DTensorSpec>& spec() const { return spec_; }
   DType dtype() const { return spec_->dtype; }          // of the shard (and the optimizer)
   DType compute_dtype() const { return compute_dtype_; }  // of the unsharded tensor
 
   int64_t row_numel() const { return row_numel_; }      // elements per dim-0 row
-  int64_t padded_rows() const { return padded_rows_; }  // ceil(rows / mesh size)
+  int64_t padded_rows() const { return padded_rows_; }  // ceil(unsharded rows / shard ranks)
   int64_t padded_numel() const { return padded_rows_ * row_numel_; }
   int64_t local_rows() const { return local_rows_; }
 
@@ -92,6 +104,8 @@ class FSDPParam {
   std::string fqn_;
   std::vector<ParamSlot> slots_;
   std::shared_ptr<const DTensorSpec> spec_;
+  Shape unsharded_shape_;
+  int64_t shard_ranks_ = 1;
   std::weak_ptr<const void> original_;  // the tensor sharded (not kept alive)
   int64_t row_numel_ = 1;
   int64_t padded_rows_ = 0;

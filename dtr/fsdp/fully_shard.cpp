@@ -74,12 +74,13 @@ struct FoundParam {
   Tensor tensor;
 };
 
-// True when an earlier fully_shard call sharded `t` (its original tensor, still
-// held by a slot outside that call's modules: a tied weight).
+// True when an earlier fully_shard call manages `t`: its shard, or its original
+// tensor still held by a slot outside that call's modules (a tied weight). A
+// parameter a tensor-parallel plan sharded is neither.
 bool sharded_by_another_call(const Tensor& t) {
   for (const auto& state : all_states()) {
     for (const auto& param : state->group().params()) {
-      if (param->was_sharded_from(t)) return true;
+      if (param->was_sharded_from(t) || param->sharded().is_same(t)) return true;
     }
   }
   return false;
@@ -101,7 +102,7 @@ std::vector<FoundParam> collect_parameters(nn::Module& module, const std::string
     for (auto& [name, param] : m->named_parameters(/*recurse=*/false)) {
       const std::string fqn = nn::qualified_name(path, name);
       const Tensor& t = param.data();
-      DTR_CHECK(!param.is_sharded() && !sharded_by_another_call(t),
+      DTR_CHECK(!sharded_by_another_call(t),
                 "fully_shard({}): parameter '{}' is already sharded by another fully_shard call: a parameter shared "
                 "between groups (e.g. tied weights split across groups) must live in one group; shard the module "
                 "that holds both uses instead",

@@ -26,6 +26,17 @@
 // cast_forward_inputs. HSDP: a 2-D (replicate, shard) mesh shards over its last
 // dim and all-reduces the reduced gradients over the first.
 //
+// With tensor parallelism (2-D: FSDP x TP; 3-D: HSDP x TP): parallelize the model
+// over mesh["tp"] first, then fully_shard over the data-parallel dims of the same
+// mesh. Each TP shard is sharded as a parameter would be: the all-gather gives the
+// module its TP shard, gradients reduce over the data-parallel ranks only, and the
+// parameter's layout records both (dtr/fsdp/fsdp_param.h).
+//
+//   auto mesh = mesh::init_device_mesh(DeviceType::cpu, {dp, tp}, {"dp", "tp"});
+//   tensor_parallel::parallelize_transformer(*model, mesh["tp"]);
+//   for (auto& block : model->layers()) fsdp::fully_shard(*block, {.mesh = mesh["dp"]});
+//   fsdp::fully_shard(*model, {.mesh = mesh["dp"]});
+//
 // CPU offload (offload_policy.offload_params) of a CUDA model: the shards and
 // their gradients live in host memory, so the optimizer steps on the CPU; each
 // all-gather copies the shards to the current CUDA device first and each
@@ -69,7 +80,8 @@ struct OffloadPolicy {
 
 struct FullyShardOptions {
   // The data-parallel ranks: a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh
-  // (HSDP). Default: a 1-D mesh of all ranks on the parameters' device type.
+  // (HSDP), possibly dims of a larger mesh whose other dims tensor parallelism
+  // uses. Default: a 1-D mesh of all ranks on the parameters' device type.
   mesh::DeviceMesh mesh{};
   // After forward: true frees the unsharded parameters (all-gather again in
   // backward); false keeps them; an integer k (dividing the mesh size) keeps a

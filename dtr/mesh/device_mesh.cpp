@@ -25,6 +25,10 @@ struct DeviceMesh::State {
   std::vector<int64_t> root_coordinate;
   std::vector<int> root_dims;
   ProcessGroupPtr world;
+  // The mesh init_device_mesh made, whose dims this one's are (null for that mesh
+  // itself). A flattened mesh, and meshes cut from it, have a dim that is none of them.
+  std::shared_ptr<const State> root;
+  bool flattened = false;
 };
 
 namespace {
@@ -262,6 +266,8 @@ DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) con
   sub->root_shape = parent.root_shape;
   sub->root_coordinate = parent.root_coordinate;
   sub->world = parent.world;
+  sub->flattened = parent.flattened;
+  sub->root = parent.root ? parent.root : state_;
   for (int d : dims) {
     sub->shape.push_back(parent.shape[d]);
     sub->names.push_back(parent.names[d]);
@@ -303,7 +309,73 @@ DeviceMesh DeviceMesh::flatten(std::string name) const {
   flat->root_coordinate = s.root_coordinate;
   flat->root_dims = s.root_dims;
   flat->world = s.world;
+  flat->flattened = true;
   return DeviceMesh(std::move(flat));
+}
+
+namespace {
+
+// The mesh of `root`'s dims `dims`, in that order, that contains this rank.
+std::shared_ptr<const DeviceMesh::State> cut(const std::shared_ptr<const DeviceMesh::State>& root,
+                                             const std::vector<int>& dims) {
+  auto sub = std::make_shared<DeviceMesh::State>();
+  sub->device_type = root->device_type;
+  sub->root_shape = root->shape;
+  sub->root_coordinate = root->coordinate;
+  sub->world = root->world;
+  sub->root = root;
+  for (int d : dims) {
+    sub->shape.push_back(root->shape[d]);
+    sub->names.push_back(root->names[d]);
+    sub->coordinate.push_back(root->coordinate[d]);
+    sub->groups.push_back(root->groups[d]);
+    sub->root_dims.push_back(d);
+  }
+  // Row-major over the dims in the given order; the others at this rank's coordinate.
+  std::vector<int> every(root->shape.size());
+  std::iota(every.begin(), every.end(), 0);
+  for (int64_t i = 0; i < product(sub->shape); ++i) {
+    const std::vector<int64_t> c = unravel(i, sub->shape);
+    std::vector<int64_t> at = root->coordinate;
+    for (size_t j = 0; j < dims.size(); ++j) at[dims[j]] = c[j];
+    sub->ranks.push_back(root->ranks[linear_index(at, root->shape, every)]);
+  }
+  return sub;
+}
+
+// The mesh `s` is cut from; null for such a mesh itself and for flattened meshes.
+std::shared_ptr<const DeviceMesh::State> root_of(const DeviceMesh::State& s) {
+  return s.flattened ? nullptr : s.root;
+}
+
+}  // namespace
+
+DeviceMesh join(const DeviceMesh& first, const DeviceMesh& second) {
+  if (!first.defined()) return second;
+  if (!second.defined()) return first;
+  const auto root = root_of(first.state());
+  std::vector<int> dims = first.state().root_dims;
+  const auto& more = second.state().root_dims;
+  const bool disjoint = std::none_of(more.begin(), more.end(), [&](int d) {
+    return std::find(dims.begin(), dims.end(), d) != dims.end();
+  });
+  DTR_CHECK(root != nullptr && root == root_of(second.state()) && disjoint,
+            "mesh::join: {} and {} must be different dims of one mesh made by init_device_mesh (as mesh[\"tp\"] and "
+            "mesh[\"dp\"] are), not flattened (rank {})",
+            first.to_string(), second.to_string(), distributed::rank());
+  dims.insert(dims.end(), more.begin(), more.end());
+  return DeviceMesh(cut(root, dims));
+}
+
+DeviceMesh DeviceMesh::remaining_dims() const {
+  const auto root = root_of(state());
+  if (root == nullptr) return DeviceMesh();
+  std::vector<int> dims;
+  for (int d = 0; d < static_cast<int>(root->shape.size()); ++d) {
+    if (std::find(state_->root_dims.begin(), state_->root_dims.end(), d) == state_->root_dims.end()) dims.push_back(d);
+  }
+  if (dims.empty()) return DeviceMesh();
+  return DeviceMesh(cut(root, dims));
 }
 
 std::string DeviceMesh::to_string() const {

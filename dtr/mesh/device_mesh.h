@@ -58,6 +58,12 @@ class DeviceMesh {
   // Collective over the world.
   DeviceMesh flatten(std::string name) const;
 
+  // The sub-mesh of the dims of the mesh this one was cut from that this one
+  // lacks, in that mesh's order (on a (dp, tp) mesh, mesh["dp"] leaves (tp)); an
+  // empty mesh when it lacks none, or when it is flattened (its one dim stands for
+  // several). No communication.
+  DeviceMesh remaining_dims() const;
+
   // "DeviceMesh(cpu, (replicate=2, shard=2), rank 3 at (1, 1))".
   std::string to_string() const;
 
@@ -70,6 +76,7 @@ class DeviceMesh {
   explicit DeviceMesh(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   const State& state() const;
   friend DeviceMesh init_device_mesh(DeviceType, std::vector<int64_t>, std::vector<std::string>);
+  friend DeviceMesh join(const DeviceMesh&, const DeviceMesh&);
 
   std::shared_ptr<const State> state_;
 };
@@ -81,6 +88,14 @@ class DeviceMesh {
 // (distributed::host_of) gets a warning on rank 0 saying why it will be slow.
 DeviceMesh init_device_mesh(DeviceType device_type, std::vector<int64_t> shape,
                             std::vector<std::string> dim_names = {});
+
+// The mesh of `first`'s dims followed by `second`'s, both cut from one mesh, in
+// that order whatever the mesh's own: on a (dp, tp) mesh, join(mesh["tp"],
+// mesh["dp"]) is a (tp, dp) mesh, where a tensor sharded on dim 0 by both is
+// chunked by tp first and each chunk by dp (FSDP over tensor-parallel shards).
+// An empty mesh on either side gives the other. Shares the mesh's groups; no
+// communication. Errors unless the two are different dims of one mesh.
+DeviceMesh join(const DeviceMesh& first, const DeviceMesh& second);
 
 // HSDP's mesh for the hosts of the job: (replicate = hosts, shard = ranks per
 // host), named {"replicate", "shard"}, so that FSDP's all-gathers and

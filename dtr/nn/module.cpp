@@ -250,6 +250,12 @@ void Module::install_parameter(const std::string& name, std::optional<Tensor> te
   p->slot().installed = std::move(tensor);
 }
 
+std::optional<Tensor> Module::installed_parameter(const std::string& name) const {
+  const Parameter* p = find_parameter(name);
+  DTR_CHECK(p != nullptr, "{}: no parameter named '{}'", type_name(), name);
+  return p->slot().installed;
+}
+
 void Module::set_sharded_parameter(const std::string& name, Tensor local_shard,
                                    std::shared_ptr<const DTensorSpec> sharding) {
   const Parameter* p = find_parameter(name);

@@ -133,6 +133,9 @@ class Module {
   // parameter's own tensor, which optimizers step, is untouched: fully_shard
   // installs the unsharded tensor for a forward and backward this way.
   void install_parameter(const std::string& name, std::optional<Tensor> tensor);
+  // What install_parameter put in place of parameter `name`, or nullopt: a hook
+  // that installs a tensor of its own puts this back after.
+  std::optional<Tensor> installed_parameter(const std::string& name) const;
   bool has_parameter(const std::string& name) const;
 
   // --- devices, dtypes, initialisation ---

@@ -3,7 +3,10 @@
 // embedding) trained 2 steps and saved with its AdamW state loads into the same
 // model under fully_shard and into a model with no sharding at all, and each
 // continues with the losses of the tensor-parallel run; an FSDP checkpoint loads
-// into the tensor-parallel model the same way. f64, so the losses agree to 1e-12.
+// into the tensor-parallel model the same way; and a checkpoint of FSDP over
+// tensor parallelism on a (dp, tp) mesh (2x2 at 4 ranks) loads under FSDP alone,
+// unsharded, under tensor parallelism alone and on the mesh again. f64, so the
+// losses agree to 1e-12.
 #include "dtr/checkpoint/model_checkpoint.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/device_mesh.h"
@@ -29,7 +32,13 @@ namespace tp = dtr::nn::tensor_parallel;
 
 namespace {
 
-enum class Layout { tensor_parallel, fsdp, plain };
+enum class Layout { tensor_parallel, fsdp, plain, fsdp_over_tp };
+
+// (dp, tp) for fsdp_over_tp: tp 2 where the world divides, else the whole world.
+std::vector<int64_t> two_d_shape() {
+  const int64_t n = distributed::world_size(), t = n % 2 == 0 ? 2 : n;
+  return {n / t, t};
+}
 
 // 12 heads: whole heads at 1-4 ranks; the seed gives each model other values, which a load replaces.
 std::shared_ptr<nn::Transformer> layout_model(Layout layout, uint64_t seed) {
@@ -43,6 +52,11 @@ std::shared_ptr<nn::Transformer> layout_model(Layout layout, uint64_t seed) {
   } else if (layout == Layout::fsdp) {
     for (auto& layer : model->layers()) fsdp::fully_shard(*layer);
     fsdp::fully_shard(*model);
+  } else if (layout == Layout::fsdp_over_tp) {
+    const auto mesh = mesh::init_device_mesh(DeviceType::cpu, two_d_shape(), {"dp", "tp"});
+    tp::parallelize_transformer(*model, mesh["tp"], {.vocab_parallel_embedding = true});
+    for (auto& layer : model->layers()) fsdp::fully_shard(*layer, {.mesh = mesh["dp"]});
+    fsdp::fully_shard(*model, {.mesh = mesh["dp"]});
   }
   return model;
 }
@@ -96,4 +110,10 @@ TEST_CASE("a tensor-parallel checkpoint loads under FSDP and unsharded", "[check
 
 TEST_CASE("an FSDP checkpoint loads into the tensor-parallel model", "[checkpoint][tensor_parallel]") {
   check_layout_round_trip(Layout::fsdp, {Layout::tensor_parallel}, "from_fsdp");
+}
+
+TEST_CASE("a checkpoint of FSDP over tensor parallelism loads at every other layout", "[checkpoint][tensor_parallel]") {
+  check_layout_round_trip(Layout::fsdp_over_tp,
+                          {Layout::fsdp, Layout::plain, Layout::tensor_parallel, Layout::fsdp_over_tp}, "from_2d");
+  check_layout_round_trip(Layout::fsdp, {Layout::fsdp_over_tp}, "fsdp_to_2d");
 }

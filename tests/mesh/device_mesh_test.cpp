@@ -89,6 +89,35 @@ TEST_CASE("a 3-D (2, 1, 2) mesh at 4 ranks: flattening two outer dims groups ran
   REQUIRE(bc.ranks() == std::vector<int>{2 * (me / 2), 2 * (me / 2) + 1});
 }
 
+TEST_CASE("join orders the dims of one mesh as asked; remaining_dims gives the dims left out", "[.np4]") {
+  testing::require_four_ranks();
+  const int me = distributed::rank();
+  auto mesh = init_device_mesh(DeviceType::cpu, {2, 2}, {"dp", "tp"});
+  // (tp, dp): rank (dp d, tp t) = 2d + t sits at (t, d); row-major over (tp, dp) the ranks are 0, 2, 1, 3.
+  DeviceMesh tp_dp = join(mesh["tp"], mesh["dp"]);
+  REQUIRE(tp_dp.dim_names() == std::vector<std::string>{"tp", "dp"});
+  REQUIRE(tp_dp.shape() == std::vector<int64_t>{2, 2});
+  REQUIRE(tp_dp.coordinate() == std::vector<int64_t>{me % 2, me / 2});
+  REQUIRE(tp_dp.ranks() == std::vector<int>{0, 2, 1, 3});
+  REQUIRE(tp_dp.group("tp") == mesh.group("tp"));
+  REQUIRE(join(mesh["dp"], mesh["tp"]) == mesh);
+  REQUIRE(join(DeviceMesh(), mesh["dp"]) == mesh["dp"]);
+  REQUIRE(mesh["dp"].remaining_dims() == mesh["tp"]);
+  REQUIRE_FALSE(mesh.remaining_dims().defined());
+  REQUIRE_FALSE(mesh.flatten("all").remaining_dims().defined());
+  // Ranks of a 3-D mesh in a new order, the dim left out at this rank's coordinate.
+  auto cube = init_device_mesh(DeviceType::cpu, {2, 1, 2}, {"a", "b", "c"});
+  DeviceMesh ca = join(cube["c"], cube["a"]);
+  REQUIRE(ca.ranks() == std::vector<int>{0, 2, 1, 3});
+  REQUIRE(cube[std::vector<std::string>{"a", "c"}].remaining_dims() == cube["b"]);
+  REQUIRE(join(ca, cube["b"]).shape() == std::vector<int64_t>{2, 2, 1});
+  // Not dims of one mesh, the same dim twice, a flattened mesh.
+  auto other = init_device_mesh(DeviceType::cpu, {4}, {"x"});
+  REQUIRE_THROWS_WITH(join(mesh["tp"], other), Catch::Contains("must be different dims of one mesh"));
+  REQUIRE_THROWS_WITH(join(mesh["tp"], mesh), Catch::Contains("must be different dims of one mesh"));
+  REQUIRE_THROWS_WITH(join(mesh["tp"], mesh["dp"].flatten("f")), Catch::Contains("not flattened"));
+}
+
 TEST_CASE("bad meshes are errors on every rank: wrong product, non-positive or duplicate dims") {
   const int n = distributed::world_size();
   REQUIRE_THROWS_WITH(init_device_mesh(DeviceType::cpu, {n + 1}),

@@ -11,6 +11,8 @@
 #include "dtr/tensor/ops/reduce.h"
 
 #include <memory>
+#include <optional>
+#include <utility>
 
 namespace dtr::nn::tensor_parallel {
 
@@ -93,23 +95,32 @@ void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::Devi
   if (has_bias) shard_parameter(linear, "bias", mesh, {Replicate()});
   const int64_t in = linear.in_features();
   const int64_t local_in = linear.parameter("weight").size(1);
-  linear.register_forward_pre_hook([mesh, style, in, local_in, name, has_bias](nn::Module& m, const Tensor& input) {
+  // What the bias slot had installed (fully_shard's unsharded bias), put back after the forward.
+  auto bias_installed = std::make_shared<std::optional<Tensor>>();
+  linear.register_forward_pre_hook([mesh, style, in, local_in, name, has_bias, bias_installed](nn::Module& m,
+                                                                                              const Tensor& input) {
     auto& lin = static_cast<nn::Linear&>(m);
     const Shape global = input_global_shape(input, mesh, style.input_layout, in);
     check_global_input(name, global, in);
     DTensor x = DTensor::from_local(input, mesh, {style.input_layout}, {.shape = global});
     Tensor local = x.redistribute({Shard(input.dim() - 1)}).to_local();
     check_input(lin, name, local, local_in);
-    if (has_bias) lin.install_parameter("bias", Tensor());  // the forward runs without it
+    if (has_bias) {
+      *bias_installed = lin.installed_parameter("bias");
+      lin.install_parameter("bias", Tensor());  // the forward runs without it
+    }
     return local;
   });
-  linear.register_forward_hook([mesh, style, has_bias](nn::Module& m, const Tensor&, const Tensor& output) {
+  linear.register_forward_hook([mesh, style, has_bias, bias_installed](nn::Module& m, const Tensor&,
+                                                                      const Tensor& output) {
     DTensor y(output, DTensorSpec::make(mesh, {Partial()}, output.sizes(), output.dtype()));
     y = y.redistribute({style.output_layout});
     if (!has_bias) return y.to_local();
-    m.install_parameter("bias", std::nullopt);
+    m.install_parameter("bias", std::exchange(*bias_installed, std::nullopt));
     // A Replicate bias on a sharded output syncs its gradient.
-    return dtensor::add(y, m.parameter_handle("bias").as_dtensor()).to_local();
+    const Tensor& bias = m.parameter("bias");
+    return dtensor::add(y, DTensor(bias, DTensorSpec::make(mesh, {Replicate()}, bias.sizes(), bias.dtype())))
+        .to_local();
   });
 }
 
@@ -162,20 +173,23 @@ void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, con
 }
 
 // SequenceParallel: every parameter of the module itself stays whole, and each
-// forward computes with it passed through a gradient sum over the mesh.
+// forward computes with it (or with what fully_shard installed for it) passed
+// through a gradient sum over the mesh, then puts back what was installed.
 void apply_sequence_parallel(nn::Module& module, const std::string& name, const mesh::DeviceMesh& mesh) {
   std::vector<std::string> params;
   for (const auto& [n, p] : module.named_parameters(/*recurse=*/false)) params.push_back(n);
   DTR_CHECK(!params.empty(), "parallelize_module: SequenceParallel on '{}', a {} without parameters of its own",
             name, module.type_name());
-  module.register_forward_pre_hook([mesh, params](nn::Module& m, const Tensor&) {
-    for (const std::string& p : params) {
-      m.install_parameter(p, dtensor::all_reduce_grad(m.parameter_handle(p).data(), mesh, {0}));
+  auto installed = std::make_shared<std::vector<std::optional<Tensor>>>(params.size());
+  module.register_forward_pre_hook([mesh, params, installed](nn::Module& m, const Tensor&) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      (*installed)[i] = m.installed_parameter(params[i]);
+      m.install_parameter(params[i], dtensor::all_reduce_grad(m.parameter(params[i]), mesh, {0}));
     }
     return Tensor();
   });
-  module.register_forward_hook([params](nn::Module& m, const Tensor&, const Tensor&) {
-    for (const std::string& p : params) m.install_parameter(p, std::nullopt);
+  module.register_forward_hook([params, installed](nn::Module& m, const Tensor&, const Tensor&) {
+    for (size_t i = 0; i < params.size(); ++i) m.install_parameter(params[i], std::exchange((*installed)[i], std::nullopt));
     return Tensor();
   });
 }
