@@ -138,10 +138,20 @@ void cuda_scale_grads(const std::vector<Tensor>& grads, const Tensor& coef_devic
 }
 #endif
 
-// Parameters sharded over the same process groups (mesh dims of size > 1 that shard them).
+// Parameters sharded over the same process groups (mesh dims of size > 1 that
+// shard them), the sets in the order the parameters first name them: the same on
+// every rank, so each rank issues the all-reduces of the sets in the same order
+// (an order by the groups' addresses would differ between ranks, and ranks of
+// two sets, such as FSDP's over a tensor-parallel one, would wait on each other).
 struct ShardedSplit {
   std::vector<Tensor> plain;
-  std::map<std::vector<mesh::ProcessGroup*>, std::vector<Tensor>> sharded;
+  std::vector<std::pair<std::vector<mesh::ProcessGroup*>, std::vector<Tensor>>> sharded;
+
+  std::vector<Tensor>& sharded_over(const std::vector<mesh::ProcessGroup*>& groups) {
+    auto it = std::find_if(sharded.begin(), sharded.end(), [&](const auto& set) { return set.first == groups; });
+    if (it != sharded.end()) return it->second;
+    return sharded.emplace_back(groups, std::vector<Tensor>()).second;
+  }
 };
 
 ShardedSplit split_by_sharding(const std::vector<Parameter>& params) {
@@ -154,7 +164,7 @@ ShardedSplit split_by_sharding(const std::vector<Parameter>& params) {
         if (spec->placements[i].is_shard() && spec->mesh.size(i) > 1) groups.push_back(spec->mesh.group(i).get());
       }
     }
-    (groups.empty() ? split.plain : split.sharded[groups]).push_back(p.defined() ? p.data() : Tensor());
+    (groups.empty() ? split.plain : split.sharded_over(groups)).push_back(p.defined() ? p.data() : Tensor());
   }
   return split;
 }
