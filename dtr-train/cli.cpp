@@ -130,22 +130,33 @@ void validate_batch(TrainConfig& c, int world_size) {
     }
     world_size = c.plan_world_size;
   }
-  if (c.micro_batch == 0 && c.estimate_only) c.micro_batch = std::max<int64_t>(1, c.global_batch / world_size);
+  if (world_size % c.tp != 0) {
+    bad(fmt::format("--tp {} does not divide the {} ranks (each group of --tp consecutive ranks shares a model "
+                    "replica)",
+                    c.tp, world_size));
+  }
+  // The ranks that take different data: a tensor-parallel group shares its batch.
+  const int64_t ranks = world_size / c.tp;
+  const std::string ranks_text =
+      c.tp == 1 ? fmt::format("{}", ranks) : fmt::format("{}: {} / --tp {}", ranks, world_size, c.tp);
+  if (c.micro_batch == 0 && c.estimate_only) c.micro_batch = std::max<int64_t>(1, c.global_batch / ranks);
   if (c.micro_batch == 0) {
-    if (c.global_batch % world_size != 0) {
-      bad(fmt::format("--global-batch {} is not divisible by the number of ranks ({})", c.global_batch, world_size));
+    if (c.global_batch % ranks != 0) {
+      bad(fmt::format("--global-batch {} is not divisible by the number of {}ranks ({})", c.global_batch,
+                      c.tp == 1 ? "" : "data-parallel ", ranks_text));
     }
-    c.micro_batch = c.global_batch / world_size;
+    c.micro_batch = c.global_batch / ranks;
   }
   // ranks x micro-batch is at most the global batch (so it cannot overflow), or the
   // global batch cannot be divided by it.
-  const bool fits = c.micro_batch <= c.global_batch / world_size;
-  if (!c.estimate_only && (!fits || c.global_batch % (world_size * c.micro_batch) != 0)) {
-    bad(fmt::format("--global-batch {} is not divisible by ranks ({}) x --micro-batch ({})", c.global_batch,
-                    world_size, c.micro_batch));
+  const bool fits = c.micro_batch <= c.global_batch / ranks;
+  if (!c.estimate_only && (!fits || c.global_batch % (ranks * c.micro_batch) != 0)) {
+    bad(fmt::format("--global-batch {} is not divisible by {}ranks ({}) x --micro-batch ({})", c.global_batch,
+                    c.tp == 1 ? "" : "data-parallel ", ranks_text, c.micro_batch));
   }
-  c.grad_accum = fits ? std::max<int64_t>(1, c.global_batch / (world_size * c.micro_batch)) : 1;
+  c.grad_accum = fits ? std::max<int64_t>(1, c.global_batch / (ranks * c.micro_batch)) : 1;
   c.world_size = world_size;
+  c.data_parallel = ranks;
 }
 
 // The flags naming files and directories: checkpoints, models, data.
@@ -257,6 +268,11 @@ void add_training_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
   app.add_flag("--hsdp", c.hsdp,
                "HSDP over the hosts: shard within each host, replicate across hosts (a (hosts, ranks per host) "
                "mesh; the hosts must hold equal blocks of consecutive ranks); default: shard over all ranks");
+  add_number(app, "--tp", c.tp,
+             "tensor-parallel ranks: each group of N consecutive ranks (within a host) splits every block's "
+             "attention heads and MLP (Megatron layout) and shares its batch, and FSDP (or --hsdp) shards over "
+             "the groups; N divides the ranks, the heads and the key/value heads (default 1: FSDP only)",
+             {.min = 1});
 }
 
 void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {

@@ -221,6 +221,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"activation_checkpointing", c.activation_checkpointing},
           {"reshard_after_forward", c.reshard_after_forward},
           {"hsdp", c.hsdp},
+          {"tp", c.tp},
           {"eval_every", c.eval_every},
           {"eval_batches", c.eval_batches},
           {"log_every", c.log_every},

@@ -101,7 +101,7 @@ struct TrainConfig {
   double val_fraction = 0.1;        // the last fraction of the tokens is the validation split
   int64_t steps = 300;
   int64_t global_batch = 16;        // sequences per optimizer step, over all ranks
-  int64_t micro_batch = 0;          // sequences per forward on a rank; 0: global_batch / ranks
+  int64_t micro_batch = 0;          // sequences per forward on a rank; 0: global_batch / data-parallel ranks
   int64_t seq_len = 0;              // 0: the model's default
   double lr = 3e-3;
   double min_lr = -1;               // < 0: lr / 10
@@ -120,6 +120,7 @@ struct TrainConfig {
   bool activation_checkpointing = false;
   bool reshard_after_forward = true;
   bool hsdp = false;                // shard within each host, replicate across hosts (mesh::init_hsdp_mesh)
+  int64_t tp = 1;                   // tensor-parallel ranks, within a host; the others shard data and parameters
   int64_t eval_every = 50;          // 0: only at the end
   int64_t eval_batches = 4;         // micro-batches per rank per evaluation
   int64_t log_every = 10;
@@ -144,6 +145,7 @@ struct TrainConfig {
 
   // Filled in by the program:
   int world_size = 1;
+  int64_t data_parallel = 1;  // world_size / tp: the ranks that take different data
   int64_t grad_accum = 1;
 };
 

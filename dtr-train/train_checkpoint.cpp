@@ -152,7 +152,7 @@ std::vector<std::string> check_trained_as(const std::filesystem::path& dir, cons
       const nlohmann::json& saved = then["run_settings"].contains(key) ? then["run_settings"][key] : nlohmann::json();
       if (saved == value) continue;
       const std::string change = fmt::format("{} {} -> {}", key, saved.dump(), value.dump());
-      if (key == "world_size" || allow_changes) {
+      if (key == "world_size" || key == "tp" || allow_changes) {
         changes.push_back(change);
       } else {
         refused.push_back(change);

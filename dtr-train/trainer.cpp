@@ -18,6 +18,7 @@
 #include "dtr/mesh/distributed.h"
 #include "dtr/nn/activation_checkpoint.h"
 #include "dtr/nn/optim/weight_decay_groups.h"
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/tensor/profiler.h"
 #include "dtr/tensor/random.h"
 
@@ -39,11 +40,27 @@ namespace dtr::train {
 namespace {
 
 // "2 hosts, FSDP over 4 ranks" or "2 hosts, HSDP: replicate 2 x shard 2".
-std::string hosts_and_mesh(const mesh::DeviceMesh& mesh) {
+std::string hosts_and_mesh(const mesh::DeviceMesh& dp_mesh, int64_t tp) {
   const int hosts = distributed::num_hosts();
   const std::string where = fmt::format("{} host{}", hosts, hosts == 1 ? "" : "s");
-  if (mesh.ndim() == 1) return fmt::format("{}, FSDP over {} ranks", where, mesh.size());
-  return fmt::format("{}, HSDP: replicate {} x shard {}", where, mesh.size(0), mesh.size(1));
+  const std::string with_tp = tp > 1 ? fmt::format(" x tensor parallel {}", tp) : "";
+  if (dp_mesh.ndim() == 1) return fmt::format("{}, FSDP over {} ranks{}", where, dp_mesh.size(), with_tp);
+  return fmt::format("{}, HSDP: replicate {} x shard {}{}", where, dp_mesh.size(0), dp_mesh.size(1), with_tp);
+}
+
+// The job's mesh: (dp) for FSDP, (replicate = hosts, shard = ranks per host) for
+// --hsdp, each with a tp dim after it for --tp (innermost: consecutive ranks, within a host).
+mesh::DeviceMesh job_mesh(const TrainConfig& c, DeviceType type) {
+  if (!c.hsdp) {
+    return c.tp == 1 ? mesh::init_device_mesh(type, {c.world_size}, {"dp"})
+                     : mesh::init_device_mesh(type, {c.data_parallel, c.tp}, {"dp", "tp"});
+  }
+  const mesh::DeviceMesh hsdp = mesh::init_hsdp_mesh(type);  // refuses hosts that are not equal blocks
+  if (c.tp == 1) return hsdp;
+  DTR_CHECK(hsdp.size(1) % c.tp == 0,
+            "--hsdp --tp {}: tensor parallelism stays within a host, and {} does not divide the {} ranks per host",
+            c.tp, c.tp, hsdp.size(1));
+  return mesh::init_device_mesh(type, {hsdp.size(0), hsdp.size(1) / c.tp, c.tp}, {"replicate", "shard", "tp"});
 }
 
 TokenDataset open_data(const TrainConfig& c) {
@@ -106,6 +123,12 @@ Setup local_setup(TrainConfig& c, int rank) {
   Setup s;
   s.data = open_data(c);
   s.model = model_shape(c, *s.data);
+  if (s.model.n_heads % c.tp != 0 || s.model.kv_heads() % c.tp != 0) {
+    throw std::invalid_argument(fmt::format(
+        "--tp {}: each tensor-parallel rank computes whole attention heads, and the model's {} heads ({} key/value "
+        "heads) do not divide by {}",
+        c.tp, s.model.n_heads, s.model.kv_heads(), c.tp));
+  }
   require_device(c.device);
   c.seq_len = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   const int64_t seq = c.seq_len;
@@ -124,7 +147,8 @@ Setup local_setup(TrainConfig& c, int rank) {
     throw std::runtime_error(fmt::format("--val-fraction {}: the validation split ({} tokens) holds no sequence of {} tokens",
                                          c.val_fraction, s.val->size(), seq + 1));
   }
-  s.sampler.emplace(n_train, c.global_batch, rank, c.world_size, c.seed);
+  // A tensor-parallel group (--tp consecutive ranks) takes one data-parallel rank's samples.
+  s.sampler.emplace(n_train, c.global_batch, static_cast<int>(rank / c.tp), static_cast<int>(c.data_parallel), c.seed);
   return s;
 }
 
@@ -137,7 +161,8 @@ TrainedAs trained_as(const TrainConfig& c, const Setup& s) {
                            {"data_tokens", s.data->size()},
                            {"val_fraction", c.val_fraction},
                            {"mixed_precision", to_string(c.mixed_precision)},
-                           {"world_size", c.world_size}}};
+                           {"world_size", c.world_size},
+                           {"tp", c.tp}}};
 }
 
 // The compute device: this rank's GPU (distributed::init bound it from the local rank), or the CPU.
@@ -212,11 +237,14 @@ void build_model(Run& r) {
         *r.model, [](const nn::Module& m) { return dynamic_cast<const nn::TransformerBlock*>(&m) != nullptr; });
   }
   const fsdp::MixedPrecisionPolicy mp = mixed_precision_policy(c.mixed_precision);
-  // The data-parallel mesh on the compute device (the model is on meta here, so
-  // fully_shard cannot tell): NCCL or MPI staging for cuda.
-  // --hsdp: (replicate = hosts, shard = ranks per host).
-  r.dp_mesh =
-      c.hsdp ? mesh::init_hsdp_mesh(r.device.type) : mesh::init_device_mesh(r.device.type, {c.world_size}, {"dp"});
+  // The mesh on the compute device (the model is on meta here, so fully_shard
+  // cannot tell): NCCL or MPI staging for cuda. --tp: the blocks split over the
+  // tp dim first, then FSDP shards the split tensors over the data-parallel dims.
+  const mesh::DeviceMesh mesh = job_mesh(c, r.device.type);
+  r.dp_mesh = c.tp == 1 ? mesh
+              : c.hsdp  ? mesh[std::vector<std::string>{"replicate", "shard"}]
+                        : mesh["dp"];
+  if (c.tp > 1) nn::tensor_parallel::parallelize_transformer(*r.model, mesh["tp"]);
   for (auto& layer : r.model->layers()) {
     fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
   }
@@ -294,7 +322,7 @@ void print_banner(const Run& r) {
              "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; CPU kernels {}; "
              "output in {}\n",
              r.model_name, to_string(m.style), static_cast<double>(r.num_params) / 1e6, m.dim, m.n_layers,
-             c.world_size, hosts_and_mesh(r.dp_mesh), r.s.data->name(), r.s.train->size(), r.s.val->size(),
+             c.world_size, hosts_and_mesh(r.dp_mesh, c.tp), r.s.data->name(), r.s.train->size(), r.s.val->size(),
              m.vocab_size, c.steps, c.global_batch, c.seq_len, c.micro_batch, c.grad_accum, c.lr,
              to_string(c.schedule), c.warmup, to_string(c.mixed_precision),
              c.activation_checkpointing ? "on" : "off", c.reshard_after_forward,

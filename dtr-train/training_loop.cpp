@@ -43,7 +43,8 @@ Tensor loss_of(nn::Module& model, const Batch& batch, int64_t vocab) {
   return cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), batch.targets.reshape({-1}));
 }
 
-// The validation loss over --eval-batches micro-batches per rank, averaged over the ranks.
+// The validation loss over --eval-batches micro-batches per data-parallel rank,
+// averaged over the ranks (a tensor-parallel group computes one loss together).
 double evaluate(Run& r) {
   const TrainConfig& c = r.c;
   autograd::NoGradGuard no_grad;
@@ -53,7 +54,7 @@ double evaluate(Run& r) {
   for (int64_t b = 0; b < c.eval_batches; ++b) {
     std::vector<int64_t> windows;
     for (int64_t i = 0; i < c.micro_batch; ++i) {
-      windows.push_back(((r.rank * c.eval_batches + b) * c.micro_batch + i) % n_val);
+      windows.push_back(((r.rank / c.tp * c.eval_batches + b) * c.micro_batch + i) % n_val);
     }
     sum += loss_of(*r.model, make_batch(*r.s.val, windows, c.seq_len, r.device), r.s.model.vocab_size).item();
   }
@@ -78,12 +79,18 @@ double accumulate_gradients(Run& r, const std::vector<int64_t>& windows) {
   return loss_sum;
 }
 
-// Every rank's sample indices of the step, in rank order (collective).
+// Every data-parallel rank's sample indices of the step, in rank order (collective;
+// the ranks of a tensor-parallel group share theirs: the first one's are kept).
 std::vector<int64_t> global_samples(const Run& r, const std::vector<int64_t>& mine) {
   Tensor local = from_vector(mine, {static_cast<int64_t>(mine.size())});
   Tensor all = empty({local.numel() * r.world->size()}, {.dtype = DType::i64});
   r.world->all_gather_into_tensor(all, local)->wait();
-  return all.to_vector<int64_t>();
+  const std::vector<int64_t> every = all.to_vector<int64_t>();
+  std::vector<int64_t> out;
+  for (int64_t rank = 0; rank < r.world->size(); rank += r.c.tp) {
+    out.insert(out.end(), every.begin() + rank * local.numel(), every.begin() + (rank + 1) * local.numel());
+  }
+  return out;
 }
 
 // The checkpoint a run that ends now can be resumed from.

@@ -4,6 +4,7 @@
 #include "dtr/nn/module.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -43,6 +44,20 @@ GroupSummary group_of(nn::Module& module, bool is_top, const std::map<const nn::
   g.shard_rank = o.mesh.coordinate(last);
   g.shard_ranks = o.mesh.size(last);
   g.mesh = o.mesh.to_string();
+  for (auto& [name, d] : params) {
+    // The dims before FSDP's in the layout are the other dims of the mesh: split where they shard.
+    const DTensorSpec& spec = d.spec();
+    const int outer = spec.mesh.ndim() - o.mesh.ndim();
+    std::vector<std::string> dims;
+    bool split = false;
+    for (int i = 0; i < outer; ++i) {
+      split = split || spec.placements[static_cast<size_t>(i)].is_shard();
+      dims.push_back(fmt::format("{}={}", spec.mesh.dim_names()[static_cast<size_t>(i)], spec.mesh.size(i)));
+    }
+    if (!split) continue;
+    ++g.num_tensor_parallel;
+    g.tensor_parallel_mesh = fmt::format("({})", fmt::join(dims, ", "));
+  }
   g.mp_policy = fmt::format("param={} reduce={} output={} cast_inputs={}", opt_dtype(o.mp_policy.param_dtype),
                             opt_dtype(o.mp_policy.reduce_dtype), opt_dtype(o.mp_policy.output_dtype),
                             o.mp_policy.cast_forward_inputs ? 1 : 0);
@@ -108,11 +123,16 @@ std::string ModelSummary::to_string() const {
                        r.num_params, r.bytes, human(r.bytes), r.group ? " [FSDP group]" : "");
     if (!r.group) continue;
     const auto& g = *r.group;
+    const std::string tensor_parallel =
+        g.num_tensor_parallel == 0
+            ? ""
+            : fmt::format("; {} tensors split over {} first (tensor parallel)", g.num_tensor_parallel,
+                          g.tensor_parallel_mesh);
     out += fmt::format(
         "{}  group: {} tensors, shard_numel_padded={} ({} B {}) holds={} padding={} on rank {} of {}; shard dtype {}, "
-        "{}\n",
+        "{}{}\n",
         indent, g.num_tensors, g.shard_numel_padded, g.shard_bytes, dtype_name(g.compute_dtype), g.shard_numel,
-        g.padding, g.shard_rank, g.shard_ranks, dtype_name(g.shard_dtype), g.mesh);
+        g.padding, g.shard_rank, g.shard_ranks, dtype_name(g.shard_dtype), g.mesh, tensor_parallel);
     out += fmt::format("{}  mp_policy {}; reshard_after_forward={}; prefetch forward={} backward={}\n", indent,
                        g.mp_policy, g.reshard_after_forward, g.forward_prefetch, g.backward_prefetch);
   }

@@ -3,7 +3,8 @@
 // module's type, parameter count and bytes (global, unsharded sizes; tied
 // parameters counted once), and for every module fully_shard was applied to its
 // group: number of parameter tensors, this rank's shard (padded flat size, the
-// elements it really holds, padding), the mesh, the mixed precision policy, the
+// elements it really holds, padding), the mesh (and the tensors tensor
+// parallelism split first, over which dims), the mixed precision policy, the
 // reshard-after-forward setting and the explicit prefetch lists. Reads only: no
 // collective, no allocation of tensor memory.
 //
@@ -35,6 +36,10 @@ struct GroupSummary {
   DType compute_dtype = DType::f32;   // of the all-gather and compute (mp param_dtype)
   int64_t shard_rank = 0, shard_ranks = 1;  // this rank's place in the shard dim of the mesh
   std::string mesh;
+  // Of num_tensors, those a tensor-parallel plan split before FSDP sharded them,
+  // and the mesh dims it split them over ("(tp=2)").
+  int64_t num_tensor_parallel = 0;
+  std::string tensor_parallel_mesh;
   std::string mp_policy;              // "param=bf16 reduce=f32 output=- cast_inputs=1"
   std::string reshard_after_forward;  // "true", "false", "2", "default(true)", "default(false, root)"
   std::string forward_prefetch;       // "implicit" or "[layers.1, ...]"

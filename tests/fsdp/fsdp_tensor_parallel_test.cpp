@@ -7,6 +7,7 @@
 // parallelism, and GPT-2's tied head with a vocabulary-parallel embedding. The
 // layouts are checked: a column-wise weight is Shard(0) over (tp, dp), tp first.
 #include "dtr/fsdp/fully_shard.h"
+#include "dtr/fsdp/summary.h"
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/mesh/distributed.h"
 #include "dtr/nn/optim/adamw.h"
@@ -116,6 +117,19 @@ void check_layout(const nn::TransformerConfig& config, FtLayout layout, const tp
     const ShardRange mine = shard_range(tp_rows, layout.shard, dp.coordinate(dp.ndim() - 1));
     CHECK(p.data().sizes() == Shape{mine.length, config.dim});
     CHECK(spec.local_offset()[0] == tp_mesh.coordinate(0) * tp_rows + mine.offset);
+  }
+
+  // The summary names the tensors tensor parallelism split: a Llama block's 7 projections,
+  // GPT-2's 6 and the biases of its 4 column-wise ones.
+  if (layout.tp > 1) {
+    const fsdp::ModelSummary summary = fsdp::summarize(*model);
+    const auto block = std::find_if(summary.rows.begin(), summary.rows.end(),
+                                    [](const fsdp::ModuleSummaryRow& row) { return row.path == "layers.0"; });
+    REQUIRE(block != summary.rows.end());
+    REQUIRE(block->group.has_value());
+    CHECK(block->group->num_tensor_parallel == (config.style == nn::TransformerStyle::llama ? 7 : 10));
+    CHECK_THAT(summary.to_string(),
+               Catch::Contains(fmt::format("tensors split over (tp={}) first (tensor parallel)", layout.tp)));
   }
 
   const int64_t dp_size = layout.replicate * layout.shard;

@@ -89,7 +89,7 @@ TEST_CASE("a 3-D (2, 1, 2) mesh at 4 ranks: flattening two outer dims groups ran
   REQUIRE(bc.ranks() == std::vector<int>{2 * (me / 2), 2 * (me / 2) + 1});
 }
 
-TEST_CASE("join orders the dims of one mesh as asked; remaining_dims gives the dims left out", "[.np4]") {
+TEST_CASE("join orders the dims of one mesh as asked and remaining_dims gives the dims left out", "[.np4]") {
   testing::require_four_ranks();
   const int me = distributed::rank();
   auto mesh = init_device_mesh(DeviceType::cpu, {2, 2}, {"dp", "tp"});
