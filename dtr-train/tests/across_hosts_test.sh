@@ -4,7 +4,9 @@
 # the MPI backend reduce-scatters by an all-to-all summed in rank order, across
 # hosts by MPI's ring, which sums in another order). With --hsdp it builds the
 # (replicate = 2 hosts, shard = 2 ranks) mesh itself, and its losses equal those
-# of FSDP over 4 ranks up to rounding too.
+# of FSDP over 4 ranks up to rounding too. With --tp 2 each host is one
+# tensor-parallel group and FSDP shards across the hosts: the losses equal those of
+# --tp 2 on one host bit for bit (a sum over 2 ranks is the same in either order).
 #   across_hosts_test.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,4 +31,14 @@ same_losses "2-host" "$out/one_host/metrics.jsonl" "$out/two_hosts/metrics.jsonl
 grep -q "on 4 rank(s) (2 hosts, HSDP: replicate 2 x shard 2)" "$out/hsdp.log" ||
   { echo "FAIL: dtr-train --hsdp did not report a (2 hosts, 2 ranks) HSDP mesh" >&2; exit 1; }
 same_losses "--hsdp" "$out/one_host/metrics.jsonl" "$out/hsdp/metrics.jsonl"
-echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host within 1e-4, --hsdp too"
+
+"$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" --tp 2 --out "$out/tp" | tee "$out/tp.log"
+grep -q "on 4 rank(s) (2 hosts, FSDP over 2 ranks x tensor parallel 2)" "$out/tp.log" ||
+  { echo "FAIL: dtr-train --tp 2 did not report FSDP over the 2 hosts x tensor parallel 2" >&2; exit 1; }
+"$mpiexec" "$@" -np 4 "$train" "${common[@]}" --tp 2 --out "$out/tp_one_host"
+cmp <(losses "$out/tp_one_host/metrics.jsonl") <(losses "$out/tp/metrics.jsonl") ||
+  { echo "FAIL: --tp 2 across 2 hosts: the losses differ from --tp 2 on one host" >&2;
+    paste <(losses "$out/tp_one_host/metrics.jsonl") <(losses "$out/tp/metrics.jsonl") >&2; exit 1; }
+[[ $(losses "$out/tp/metrics.jsonl" | wc -l) -eq 12 ]] || { echo "FAIL: --tp 2 across hosts logged no 12 steps" >&2; exit 1; }
+echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host within 1e-4, --hsdp too;" \
+  "--tp 2 (tensor parallel within a host, FSDP across) those of --tp 2 on one host bit for bit"
