@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# FSDP against HSDP across simulated hosts (scripts/cluster/): the FSDP step of a
+# FSDP against HSDP and FSDP x TP across simulated hosts (scripts/cluster/): the FSDP step of a
 # small GPT-2-style model (dtr_fsdp_step_bench) at 2 hosts x 2 ranks, with the
 # links between hosts unshaped and shaped to each RATE, for
 #   fsdp        full shard over all 4 ranks
 #   fsdp-rto2   full shard, blocks keeping 1/2 (the ranks of a host) after forward
 #               (reshard_after_forward = 2: backward all-gathers within a host)
 #   hsdp        shard within each host, replicate across hosts (--hsdp)
+#   fsdp-tp2    tensor parallel within each host (--tp 2), full shard of each
+#               rank's split across the hosts
 # Prints per run: ms/step (median of the slowest rank), the bytes the hosts sent
 # each other per step (their eth0 counters), the bytes the sharding theory gives
 # for that traffic, and the share of the time that traffic takes at RATE which
@@ -22,8 +24,8 @@ bench=$repo/$build/bench/dtr_fsdp_step_bench
 [[ -x $bench ]] || { echo "cluster_hsdp: no $bench (build it first)" >&2; exit 2; }
 model=(--layers 4 --dim 256 --heads 4 --vocab 4096 --seq 64 --batch 8 --steps 7 --warmup 2 --threads 1
        --no-compare-unsharded --count-interface eth0)
-declare -A variants=([fsdp]="" [fsdp-rto2]="--reshard-to 2" [hsdp]="--hsdp")
-order=(fsdp fsdp-rto2 hsdp)
+declare -A variants=([fsdp]="" [fsdp-rto2]="--reshard-to 2" [hsdp]="--hsdp" [fsdp-tp2]="--tp 2")
+order=(fsdp fsdp-rto2 hsdp fsdp-tp2)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_MCA_mpi_yield_when_idle=1
@@ -34,7 +36,7 @@ run() {  # run RATE VARIANT
   [[ $1 == unshaped ]] || args=(--rate "$1")
   "$repo/scripts/cluster/cluster.sh" run 2 "${args[@]}" -- \
     "$repo/scripts/cluster/mpirun.sh" -np 4 "$bench" "${model[@]}" ${variants[$2]} >"$out/$1.$2.log" 2>&1
-  awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /^Between hosts/ { mib = $(NF-4) }
+  awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /Psi_tp = / { psi = $8 } /^Between hosts/ { mib = $(NF-4) }
        END { print ms, mib, psi }' "$out/$1.$2.log"
 }
 
@@ -48,7 +50,7 @@ bits_per_second() {  # 10gbit -> 1e10
   esac
 }
 
-echo "dtr FSDP vs HSDP across 2 simulated hosts x 2 ranks: ${model[*]}"
+echo "dtr FSDP vs HSDP vs FSDP x TP across 2 simulated hosts x 2 ranks: ${model[*]}"
 echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 declare -A base
 for v in "${order[@]}"; do
@@ -62,18 +64,22 @@ done
 # 3 * Psi * (N-1)/N * 4 bytes per rank, times N ranks, times H/N crossing.
 # Backward all-gather within a host (rto2): 2 instead of 3 rounds cross. HSDP:
 # reduce-scatter within a host, then an all-reduce of each Psi/S shard across the
-# H hosts: 2 * (H-1)/H * Psi/S * 4 bytes per rank, each of them crossing.
+# H hosts: 2 * (H-1)/H * Psi/S * 4 bytes per rank, each of them crossing. FSDP
+# over TP (tp2): each rank's split (Psi_tp parameters) is all-gathered twice and
+# reduce-scattered once between its 2 peers on the 2 hosts: 3 * Psi_tp * 1/2 * 4
+# bytes per rank, all crossing (the tensor-parallel collectives stay within a host).
 theory() {  # theory VARIANT PSI -> MiB
   case $1 in
     fsdp) echo "3 * $2 * 3 / 4 * 4 * 4 * 2 / 4 / 1048576" | bc -l ;;
     fsdp-rto2) echo "2 * $2 * 3 / 4 * 4 * 4 * 2 / 4 / 1048576" | bc -l ;;
     hsdp) echo "2 * 1 / 2 * $2 / 2 * 4 * 4 / 1048576" | bc -l ;;
+    fsdp-tp2) echo "3 * $2 / 2 * 4 * 4 / 1048576" | bc -l ;;
   esac
 }
 printf '\n| link between hosts | variant | ms/step | MiB/step between hosts | theory MiB | hidden share |\n'
 printf '|---|---|---|---|---|---|\n'
 for v in "${order[@]}"; do
-  read -r ms mib psi < <(awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /^Between hosts/ { mib = $(NF-4) }
+  read -r ms mib psi < <(awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /Psi_tp = / { psi = $8 } /^Between hosts/ { mib = $(NF-4) }
                                END { print ms, mib, psi }' "$out/unshaped.$v.log")
   printf '| unshaped (veth) | %s | %s | %s | %.2f | - |\n' "$v" "$ms" "$mib" "$(theory "$v" "$psi")"
 done

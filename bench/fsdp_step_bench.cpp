@@ -28,6 +28,10 @@
 //    shard within each); the bytes above are then those of the shard group. With
 //    --reshard-to K: the blocks keep 1/K of their parameters after forward
 //    (reshard_after_forward = K), so backward all-gathers within K ranks only.
+//    With --tp T: FSDP (or --hsdp's HSDP) over tensor parallelism, the blocks
+//    split over T consecutive ranks (tensor_parallel::parallelize_transformer)
+//    which share their batch slice; the theory then counts Psi_tp, the
+//    parameters a tensor-parallel rank holds, over the data-parallel ranks.
 //  - With --count-interface IF: the bytes this job's hosts sent on network
 //    interface IF (its tx counter in /sys/class/net, read by each host's first
 //    rank) per timed step, summed over hosts: what crossed between hosts, for
@@ -54,11 +58,12 @@
 //   OMPI_MCA_mpi_yield_when_idle=1 mpirun -np 2 build/dev/bench/dtr_fsdp_step_bench
 //       [--layers 6] [--dim 384] [--heads 6] [--vocab 8192] [--seq 64] [--batch 8]
 //       [--steps 5] [--warmup 2] [--threads 0] [--compare-unsharded | --no-compare-unsharded]
-//       [--profile-overhead] [--hsdp] [--reshard-to K] [--count-interface eth0]
+//       [--profile-overhead] [--hsdp] [--reshard-to K] [--tp T] [--count-interface eth0]
 // --threads 0 gives each rank max(1, cores / ranks on the node) compute threads.
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
 #include "dtr/base/error.h"
 #include "dtr/fsdp/fully_shard.h"
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/kernels/cpu/cpu_level.h"
 #include "dtr/kernels/cpu/parallel.h"
 #include "dtr/mesh/device_mesh.h"
@@ -108,6 +113,7 @@ struct Options {
   bool profile_overhead = false;  // also time steps with the profiler off and on
   bool hsdp = false;              // mesh::init_hsdp_mesh instead of one dim over all ranks
   int reshard_to = 0;             // > 1: the blocks' reshard_after_forward = K
+  int tp = 1;                     // > 1: tensor parallelism over groups of T consecutive ranks
   std::string count_interface;    // a network interface whose sent bytes to count per step
 };
 
@@ -161,7 +167,8 @@ dtr::nn::TransformerConfig make_config(const Options& opt) {
 std::pair<dtr::Tensor, dtr::Tensor> local_batch(const Options& opt) {
   dtr::manual_seed(1234);  // the same global batch on every rank
   std::vector<float> u = dtr::rand({opt.batch, opt.seq + 1}).to_vector<float>();
-  const int64_t local = opt.batch / g_size, begin = g_rank * local;
+  // A tensor-parallel group shares one data-parallel rank's rows.
+  const int64_t local = opt.batch / (g_size / opt.tp), begin = g_rank / opt.tp * local;
   std::vector<int64_t> ids;
   for (int64_t b = begin; b < begin + local; ++b) {
     for (int64_t t = 0; t <= opt.seq; ++t) {
@@ -453,6 +460,8 @@ int main(int argc, char** argv) {
   app.add_option("--reshard-to", opt.reshard_to,
                  "blocks keep 1/K of their parameters after forward (reshard_after_forward = K; 0: true)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--tp", opt.tp, "tensor parallelism over groups of T consecutive ranks (FSDP over the groups)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--count-interface", opt.count_interface,
                  "count the bytes the hosts send on this network interface per timed step (e.g. eth0)");
   app.add_flag("--variants", opt.variants,
@@ -464,12 +473,18 @@ int main(int argc, char** argv) {
     distributed::finalize();
     return code;
   }
-  if (opt.batch % g_size != 0) {
-    if (g_rank == 0) fmt::print(stderr, "fsdp_step_bench: --batch {} is not divisible by {} ranks\n", opt.batch, g_size);
+  if (g_size % opt.tp != 0 || opt.batch % (g_size / opt.tp) != 0 ||
+      (opt.tp > 1 && (opt.compare_unsharded || opt.variants || opt.heads % opt.tp != 0))) {
+    if (g_rank == 0) {
+      fmt::print(stderr,
+                 "fsdp_step_bench: --batch {} must divide by the {} data-parallel ranks ({} ranks / --tp {}); --tp "
+                 "must divide the ranks and --heads, and runs without --compare-unsharded and --variants\n",
+                 opt.batch, g_size / opt.tp, g_size, opt.tp);
+    }
     distributed::finalize();
     return 1;
   }
-  const bool compare = !opt.no_compare_unsharded && (opt.compare_unsharded || g_size == 1);
+  const bool compare = !opt.no_compare_unsharded && (opt.compare_unsharded || g_size == 1) && opt.tp == 1;
   int threads = opt.threads;
   if (threads == 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -481,8 +496,20 @@ int main(int argc, char** argv) {
   manual_seed(0);
   nn::Transformer model(config);
   const int64_t psi = model.num_parameters();
-  const mesh::DeviceMesh dp_mesh = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu)
-                                            : mesh::init_device_mesh(DeviceType::cpu, {g_size}, {"dp"});
+  const int64_t dp_size = g_size / opt.tp;
+  mesh::DeviceMesh dp_mesh;
+  if (opt.tp == 1) {
+    dp_mesh = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu) : mesh::init_device_mesh(DeviceType::cpu, {g_size}, {"dp"});
+  } else {
+    const int64_t hosts = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu).size(0) : 1;
+    const auto mesh = opt.hsdp ? mesh::init_device_mesh(DeviceType::cpu, {hosts, dp_size / hosts, opt.tp},
+                                                        {"replicate", "shard", "tp"})
+                               : mesh::init_device_mesh(DeviceType::cpu, {dp_size, opt.tp}, {"dp", "tp"});
+    nn::tensor_parallel::parallelize_transformer(model, mesh["tp"]);
+    dp_mesh = opt.hsdp ? mesh[std::vector<std::string>{"replicate", "shard"}] : mesh["dp"];
+  }
+  int64_t psi_tp = 0;  // what this rank holds before FSDP shards it: Psi without tensor parallelism
+  for (const nn::Parameter& p : model.parameters()) psi_tp += p.data().numel();
   std::optional<std::variant<bool, int>> block_reshard;
   if (opt.reshard_to > 1) block_reshard = opt.reshard_to;
   for (auto& layer : model.layers()) fsdp::fully_shard(*layer, {.mesh = dp_mesh, .reshard_after_forward = block_reshard});
@@ -490,13 +517,17 @@ int main(int argc, char** argv) {
   if (g_rank == 0) {
     fmt::print("dtr FSDP step bench: GPT-2-style {} layers x {} wide, {} heads, vocab {}, seq {}, "
                "global batch {} ({} per rank), f32, AdamW\n",
-               opt.layers, opt.dim, opt.heads, opt.vocab, opt.seq, opt.batch, opt.batch / g_size);
+               opt.layers, opt.dim, opt.heads, opt.vocab, opt.seq, opt.batch, opt.batch / dp_size);
     fmt::print("Psi = {} parameters ({:.1f} MiB f32); {} ranks, {} compute threads each; {} warm-up + {} "
                "timed steps; CPU kernels {}\n",
                psi, mib(4.0 * static_cast<double>(psi)), g_size, threads, opt.warmup, opt.steps,
                kernels::cpu::cpu_level_description());
     fmt::print("mesh {} on {} host(s); blocks reshard after forward: {}\n", dp_mesh.to_string(),
                distributed::num_hosts(), opt.reshard_to > 1 ? fmt::format("to {} ranks", opt.reshard_to) : "yes");
+    if (opt.tp > 1) {
+      fmt::print("tensor parallel over {} ranks: Psi_tp = {} parameters per tensor-parallel rank ({:.1f} MiB f32)\n",
+                 opt.tp, psi_tp, mib(4.0 * static_cast<double>(psi_tp)));
+    }
   }
 
   // 1. FSDP alone: step time, communication, memory.
@@ -596,7 +627,7 @@ int main(int argc, char** argv) {
         other_bytes += static_cast<double>(c.bytes_of(kind)) / steps;
       }
     }
-    const double n = g_size;
+    const double n = static_cast<double>(dp_size);  // the ranks FSDP shards Psi_tp over
     if (g_size == 1) {
       fmt::print("\nCommunication per step: none (over one rank the groups compute on their shards); "
                  "measured: {} all-gathers, {} reduce-scatters\n",
@@ -617,7 +648,7 @@ int main(int argc, char** argv) {
                    mib(m.second), mib(theory), m.second / theory, mib(expected), m.second / expected);
       };
       const auto ag = per_step(mesh::CollectiveKind::all_gather), rs = per_step(mesh::CollectiveKind::reduce_scatter);
-      const double ag_theory = 2.0 * static_cast<double>(psi) / n * 4, rs_theory = static_cast<double>(psi) * 4;
+      const double ag_theory = 2.0 * static_cast<double>(psi_tp) / n * 4, rs_theory = static_cast<double>(psi_tp) * 4;
       comm_row("all-gather", ag, ag_theory, static_cast<double>(sharded.ag_bytes_expected));
       comm_row("reduce-scatter", rs, rs_theory, static_cast<double>(sharded.rs_bytes_expected));
       comm_row("total", {ag.first + rs.first, ag.second + rs.second}, ag_theory + rs_theory,
@@ -634,7 +665,7 @@ int main(int argc, char** argv) {
     }
   }
   if (opt.profile_overhead) profile_overhead(fsdp_trainer, opt.steps);
-  print_memory("FSDP memory per rank", sharded, psi, g_size, "16*Psi/N");
+  print_memory("FSDP memory per rank", sharded, psi_tp, static_cast<int>(dp_size), opt.tp > 1 ? "16*Psi_tp/N_dp" : "16*Psi/N");
   if (plain) print_memory("Unsharded memory per rank", *plain, psi, 1, "16*Psi");
   if (opt.variants) {
     plain_trainer.reset();
