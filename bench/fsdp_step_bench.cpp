@@ -28,10 +28,12 @@
 //    shard within each); the bytes above are then those of the shard group. With
 //    --reshard-to K: the blocks keep 1/K of their parameters after forward
 //    (reshard_after_forward = K), so backward all-gathers within K ranks only.
-//    With --tp T: FSDP (or --hsdp's HSDP) over tensor parallelism, the blocks
-//    split over T consecutive ranks (tensor_parallel::parallelize_transformer)
-//    which share their batch slice; the theory then counts Psi_tp, the
-//    parameters a tensor-parallel rank holds, over the data-parallel ranks.
+//    With --tp T: FSDP (or --hsdp's HSDP) over tensor parallelism, the model
+//    split over T consecutive ranks (tensor_parallel::parallelize_transformer,
+//    with the tied embedding and head split by vocabulary and the loss computed
+//    on the split logits), which share their batch slice; the theory then counts
+//    Psi_tp, the parameters a tensor-parallel rank holds, over the data-parallel
+//    ranks.
 //  - With --count-interface IF: the bytes this job's hosts sent on network
 //    interface IF (its tx counter in /sys/class/net, read by each host's first
 //    rank) per timed step, summed over hosts: what crossed between hosts, for
@@ -63,6 +65,7 @@
 // DTR_MPI_PROGRESS_INTERVAL_US sets the MPI progress thread's polling interval.
 #include "dtr/base/error.h"
 #include "dtr/fsdp/fully_shard.h"
+#include "dtr/nn/tensor_parallel/loss_parallel.h"
 #include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/kernels/cpu/cpu_level.h"
 #include "dtr/kernels/cpu/parallel.h"
@@ -127,6 +130,7 @@ struct Variant {
 
 int g_rank = 0;
 int g_size = 1;
+dtr::mesh::DeviceMesh g_loss_mesh;  // with --tp: the logits are split by vocabulary over it
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -201,7 +205,11 @@ struct Trainer {
     Tensor loss;
     {
       MemoryTagGuard tag(MemoryTag::activation);
-      loss = cross_entropy(model(inputs).reshape({-1, vocab}), targets.reshape({-1}));
+      const Tensor logits = model(inputs);
+      loss = g_loss_mesh.defined()
+                 ? nn::tensor_parallel::vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                                     targets.reshape({-1}), g_loss_mesh, vocab)
+                 : cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
       t1 = now_s();
       optimizer.zero_grad();
       loss.backward();
@@ -505,7 +513,9 @@ int main(int argc, char** argv) {
     const auto mesh = opt.hsdp ? mesh::init_device_mesh(DeviceType::cpu, {hosts, dp_size / hosts, opt.tp},
                                                         {"replicate", "shard", "tp"})
                                : mesh::init_device_mesh(DeviceType::cpu, {dp_size, opt.tp}, {"dp", "tp"});
-    nn::tensor_parallel::parallelize_transformer(model, mesh["tp"]);
+    nn::tensor_parallel::parallelize_transformer(model, mesh["tp"],
+                                                 {.vocab_parallel_embedding = true, .loss_parallel = true});
+    g_loss_mesh = mesh["tp"];
     dp_mesh = opt.hsdp ? mesh[std::vector<std::string>{"replicate", "shard"}] : mesh["dp"];
   }
   int64_t psi_tp = 0;  // what this rank holds before FSDP shards it: Psi without tensor parallelism
@@ -678,6 +688,7 @@ int main(int argc, char** argv) {
     }
     print_variants(opt, runs);
   }
+  g_loss_mesh = {};
   distributed::finalize();
   return 0;
 }
