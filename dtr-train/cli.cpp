@@ -130,6 +130,11 @@ void validate_batch(TrainConfig& c, int world_size) {
     }
     world_size = c.plan_world_size;
   }
+  if (c.estimate_only && c.tp > 1) {
+    bad(fmt::format("--estimate-only does not model tensor parallelism: it has no activation model of a block split "
+                    "over --tp {} ranks; estimate without --tp for FSDP's figures",
+                    c.tp));
+  }
   if (world_size % c.tp != 0) {
     bad(fmt::format("--tp {} does not divide the {} ranks (each group of --tp consecutive ranks shares a model "
                     "replica)",

@@ -78,6 +78,22 @@ TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "
   expect_bad({"--bogus", "1"}, "--bogus");
 }
 
+TEST_CASE("dtr-train --tp divides the batch by the data-parallel ranks", "[train][cli]") {
+  const auto r = parse_args({"--tp", "2", "--global-batch", "16"}, 4);
+  REQUIRE(r.config.has_value());
+  CHECK(r.config->tp == 2);
+  CHECK(r.config->data_parallel == 2);
+  CHECK(r.config->micro_batch == 8);  // 16 / (4 ranks / --tp 2)
+  CHECK(r.config->grad_accum == 1);
+  expect_bad({"--tp", "3"}, "--tp 3 does not divide the 4 ranks", 4);
+  expect_bad({"--tp", "2", "--global-batch", "6", "--micro-batch", "2"},
+             "--global-batch 6 is not divisible by data-parallel ranks (2: 4 / --tp 2) x --micro-batch (2)", 4);
+  expect_bad({"--tp", "4", "--global-batch", "5"}, "--global-batch 5 is not divisible by the number of data-parallel "
+             "ranks (2: 8 / --tp 4)", 8);
+  expect_bad({"--tp", "0"}, "--tp must be", 4);
+  expect_bad({"--tp", "2", "--estimate-only"}, "--estimate-only does not model tensor parallelism", 4);
+}
+
 TEST_CASE("dtr-train flags with a fixed set of values parse into their enums once", "[train][cli]") {
   using namespace dtr::train;
   const auto d = parse_args({});
