@@ -244,7 +244,8 @@ void build_model(Run& r) {
   r.dp_mesh = c.tp == 1 ? mesh
               : c.hsdp  ? mesh[std::vector<std::string>{"replicate", "shard"}]
                         : mesh["dp"];
-  if (c.tp > 1) nn::tensor_parallel::parallelize_transformer(*r.model, mesh["tp"]);
+  // Mixed precision's reduce dtype applies to the tensor-parallel gradient all-reduces too.
+  if (c.tp > 1) nn::tensor_parallel::parallelize_transformer(*r.model, mesh["tp"], {.reduce_dtype = mp.reduce_dtype});
   for (auto& layer : r.model->layers()) {
     fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
   }

@@ -2,17 +2,20 @@
 
 #include "dtr/dtensor/shard_collectives.h"
 #include "dtr/tensor/autograd/function.h"
+#include "dtr/tensor/ops/elementwise.h"
 
 namespace dtr::dtensor {
 
-Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims) {
+Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims,
+                       std::optional<DType> reduce_dtype) {
   if (mesh_dims.empty() || !local.requires_grad()) return local;
   // A new handle on the same data, so that the recorded op has its own output.
   return autograd::record_unary(local, local.detach(), "AllReduceGradBackward",
-                                [mesh, mesh_dims](const Tensor& grad) {
-                                  Tensor g = grad;
+                                [mesh, mesh_dims, reduce_dtype](const Tensor& grad) {
+                                  const bool cast_grad = reduce_dtype && *reduce_dtype != grad.dtype();
+                                  Tensor g = cast_grad ? cast(grad, *reduce_dtype) : grad;
                                   for (int i : mesh_dims) g = all_reduce(g, *mesh.group(i), mesh::ReduceOp::sum());
-                                  return g;
+                                  return cast_grad ? cast(g, grad.dtype()) : g;
                                 });
 }
 

@@ -13,12 +13,16 @@
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/tensor/tensor.h"
 
+#include <optional>
 #include <vector>
 
 namespace dtr::dtensor {
 
 // Returns `local` (recorded as an op when it needs grad); in backward, the
-// gradient is summed over mesh.group(i) for every i in `mesh_dims`.
-Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims);
+// gradient is summed over mesh.group(i) for every i in `mesh_dims`, in
+// `reduce_dtype` when given (mixed precision's reduce dtype: a bf16 gradient is
+// summed in f32, then rounded back once).
+Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims,
+                       std::optional<DType> reduce_dtype = std::nullopt);
 
 }  // namespace dtr::dtensor

@@ -30,7 +30,9 @@
 #pragma once
 
 #include "dtr/dtensor/placement.h"
+#include "dtr/tensor/dtype.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -41,6 +43,9 @@ namespace dtr::nn::tensor_parallel {
 struct ColwiseParallel {
   Placement input_layout = Replicate();
   Placement output_layout = Shard(-1);
+  // The dtype the input's gradient is summed in (mixed precision's reduce
+  // dtype); unset: the gradient's own.
+  std::optional<DType> grad_reduce_dtype{};
 };
 
 struct RowwiseParallel {
@@ -48,7 +53,9 @@ struct RowwiseParallel {
   Placement output_layout = Replicate();
 };
 
-struct SequenceParallel {};
+struct SequenceParallel {
+  std::optional<DType> grad_reduce_dtype{};  // the dtype the parameters' gradients are summed in
+};
 
 using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel, SequenceParallel>;
 

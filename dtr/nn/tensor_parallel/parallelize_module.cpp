@@ -72,7 +72,7 @@ void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::Devi
     Tensor local = x.redistribute({Replicate()}).to_local();
     check_input(static_cast<nn::Linear&>(m), name, local, in);
     // Each rank's backward sees only its output features: sum the input's gradient.
-    return dtensor::all_reduce_grad(local, mesh, {0});
+    return dtensor::all_reduce_grad(local, mesh, {0}, style.grad_reduce_dtype);
   });
   linear.register_forward_hook([mesh, style, out](nn::Module&, const Tensor&, const Tensor& output) {
     Shape shape = output.sizes();
@@ -175,16 +175,18 @@ void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, con
 // SequenceParallel: every parameter of the module itself stays whole, and each
 // forward computes with it (or with what fully_shard installed for it) passed
 // through a gradient sum over the mesh, then puts back what was installed.
-void apply_sequence_parallel(nn::Module& module, const std::string& name, const mesh::DeviceMesh& mesh) {
+void apply_sequence_parallel(nn::Module& module, const std::string& name, const mesh::DeviceMesh& mesh,
+                             const SequenceParallel& style) {
   std::vector<std::string> params;
   for (const auto& [n, p] : module.named_parameters(/*recurse=*/false)) params.push_back(n);
   DTR_CHECK(!params.empty(), "parallelize_module: SequenceParallel on '{}', a {} without parameters of its own",
             name, module.type_name());
   auto installed = std::make_shared<std::vector<std::optional<Tensor>>>(params.size());
-  module.register_forward_pre_hook([mesh, params, installed](nn::Module& m, const Tensor&) {
+  module.register_forward_pre_hook([mesh, params, installed, style](nn::Module& m, const Tensor&) {
     for (size_t i = 0; i < params.size(); ++i) {
       (*installed)[i] = m.installed_parameter(params[i]);
-      m.install_parameter(params[i], dtensor::all_reduce_grad(m.parameter(params[i]), mesh, {0}));
+      m.install_parameter(params[i],
+                          dtensor::all_reduce_grad(m.parameter(params[i]), mesh, {0}, style.grad_reduce_dtype));
     }
     return Tensor();
   });
@@ -209,8 +211,8 @@ void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const 
     }
     DTR_CHECK(target != nullptr, "parallelize_module: the plan names module '{}', which is not in the module (it has: {})",
               name, fmt::join(known, ", "));
-    if (std::holds_alternative<SequenceParallel>(style)) {
-      apply_sequence_parallel(*target, name, mesh);
+    if (const auto* sp = std::get_if<SequenceParallel>(&style)) {
+      apply_sequence_parallel(*target, name, mesh, *sp);
       continue;
     }
     if (auto* embedding = dynamic_cast<nn::Embedding*>(target);

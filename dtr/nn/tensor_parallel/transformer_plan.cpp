@@ -11,21 +11,22 @@ ParallelizePlan transformer_plan(const TransformerConfig& config, const Transfor
   const bool sp = options.sequence_parallel;
   // Under sequence parallelism the column-wise layers gather their input from
   // sequence shards and the row-wise ones scatter their output into them.
-  const ColwiseParallel colwise{.input_layout = sp ? Shard(1) : Replicate()};
+  const ColwiseParallel colwise{.input_layout = sp ? Shard(1) : Replicate(), .grad_reduce_dtype = options.reduce_dtype};
+  const SequenceParallel sequence{.grad_reduce_dtype = options.reduce_dtype};
   const RowwiseParallel rowwise{.output_layout = sp ? Shard(1) : Replicate()};
   ParallelizePlan plan;
   if (options.vocab_parallel_embedding) plan.emplace_back("tok_embeddings", rowwise);
   for (int64_t i = 0; i < config.n_layers; ++i) {
     const std::string block = fmt::format("layers.{}.", i);
-    if (sp) plan.emplace_back(block + "attn_norm", SequenceParallel{});
+    if (sp) plan.emplace_back(block + "attn_norm", sequence);
     for (const char* projection : {"attn.wq", "attn.wk", "attn.wv"}) plan.emplace_back(block + projection, colwise);
     plan.emplace_back(block + "attn.wo", rowwise);
-    if (sp) plan.emplace_back(block + "ffn_norm", SequenceParallel{});
+    if (sp) plan.emplace_back(block + "ffn_norm", sequence);
     plan.emplace_back(block + "ffn.up", colwise);
     if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", colwise);
     plan.emplace_back(block + "ffn.down", rowwise);
   }
-  if (sp) plan.emplace_back("norm", SequenceParallel{});
+  if (sp) plan.emplace_back("norm", sequence);
   if (!config.tie_weights && (options.loss_parallel || sp)) {
     // The logits sharded by vocabulary (loss parallelism), or whole.
     ColwiseParallel head = colwise;

@@ -42,6 +42,11 @@ struct TransformerPlanOptions {
   bool vocab_parallel_embedding = false;  // the token embedding's rows sharded
   bool loss_parallel = false;             // the output head column-wise: logits sharded by vocabulary
   bool sequence_parallel = false;         // activations between the projections sharded by sequence
+  // Mixed precision's reduce dtype for the gradient all-reduces of the plan: the
+  // column-wise layers' inputs and the sequence-parallel norms' weights (unset:
+  // the compute dtype). Sequence parallelism's reduce-scatters of activation
+  // gradients, and the tied head's, stay in the compute dtype.
+  std::optional<DType> reduce_dtype{};
 };
 
 // The plan for a model of this shape (module names as named_modules() gives them).
