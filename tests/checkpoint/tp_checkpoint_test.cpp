@@ -5,8 +5,10 @@
 // continues with the losses of the tensor-parallel run; an FSDP checkpoint loads
 // into the tensor-parallel model the same way; and a checkpoint of FSDP over
 // tensor parallelism on a (dp, tp) mesh (2x2 at 4 ranks) loads under FSDP alone,
-// unsharded, under tensor parallelism alone and on the mesh again. f64, so the
+// unsharded, under tensor parallelism alone and on the mesh again; its full state
+// dict is the unsharded model's, and loads back from rank 0. f64, so the
 // losses agree to 1e-12.
+#include "dtr/checkpoint/full_state_dict.h"
 #include "dtr/checkpoint/model_checkpoint.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/device_mesh.h"
@@ -22,6 +24,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -116,4 +119,32 @@ TEST_CASE("a checkpoint of FSDP over tensor parallelism loads at every other lay
   check_layout_round_trip(Layout::fsdp_over_tp,
                           {Layout::fsdp, Layout::plain, Layout::tensor_parallel, Layout::fsdp_over_tp}, "from_2d");
   check_layout_round_trip(Layout::fsdp, {Layout::fsdp_over_tp}, "fsdp_to_2d");
+}
+
+TEST_CASE("the full state dict of FSDP over tensor parallelism is the unsharded model's", "[checkpoint][tensor_parallel]") {
+  auto model = layout_model(Layout::fsdp_over_tp, 1), plain = layout_model(Layout::plain, 1);
+  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  nn::optim::AdamW plain_opt(plain->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    layout_step(*model, &opt, step);
+    layout_step(*plain, &plain_opt, step);
+  }
+  const nn::StateDict full = ckpt::get_model_state_dict(*model, {.full_state_dict = true});
+  const nn::StateDict want = ckpt::get_model_state_dict(*plain, {.full_state_dict = true});
+  REQUIRE(full.size() == want.size());
+  for (const auto& [name, value] : want) {
+    INFO("parameter " << name);
+    REQUIRE(full.contains(name));
+    const auto a = full.at(name).to_vector<double>(), b = value.to_vector<double>();
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    CHECK(worst <= 1e-12);
+  }
+  // Loaded from rank 0's dict alone into a model of other values: it computes the plain model's loss.
+  auto loaded = layout_model(Layout::fsdp_over_tp, 2);
+  ckpt::set_model_state_dict(*loaded, distributed::rank() == 0 ? want : nn::StateDict{},
+                             {.full_state_dict = true, .broadcast_from_rank0 = true});
+  const double got = layout_step(*loaded, nullptr, 2), expected = layout_step(*plain, nullptr, 2);
+  CHECK(std::abs(got - expected) <= 1e-12 * std::abs(expected));
 }

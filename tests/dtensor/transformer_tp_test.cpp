@@ -20,6 +20,7 @@
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/ops/shape_ops.h"
 #include "tests/support/dtensor_op_check.h"
+#include "tests/support/parameter_check.h"
 #include "dtr/tensor/random.h"
 
 #include <catch2/catch.hpp>
@@ -98,19 +99,8 @@ void check_against_one_process(const nn::TransformerConfig& config, const tp::Tr
     INFO("step " << i << ": " << got[i] << " with tensor parallelism, " << want[i] << " in one process");
     CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
   }
-  const auto trained = model->named_parameters();
-  for (const auto& [name, p] : reference->named_parameters()) {
-    INFO("parameter " << name);
-    const std::string& wanted = name;  // a lambda may not capture a structured binding (clang before 16)
-    const auto it = std::find_if(trained.begin(), trained.end(), [&](const auto& t) { return t.first == wanted; });
-    REQUIRE(it != trained.end());
-    const Tensor full = it->second.is_sharded() ? it->second.as_dtensor().full_tensor() : Tensor(it->second);
-    const auto a = full.to_vector<double>(), b = p->to_vector<double>();
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-    CHECK(worst <= 1e-9);  // AdamW divides by the root of tiny second moments: a 1e-7 of lr
-  }
+  // AdamW divides by the root of tiny second moments: parameters to a 1e-7 of lr.
+  dtr::testing::require_same_parameters(*model, *reference, 1e-9);
 }
 
 }  // namespace
