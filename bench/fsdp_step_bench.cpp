@@ -509,9 +509,7 @@ int main(int argc, char** argv) {
   if (opt.tp == 1) {
     dp_mesh = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu) : mesh::init_device_mesh(DeviceType::cpu, {g_size}, {"dp"});
   } else {
-    const int64_t hosts = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu).size(0) : 1;
-    const auto mesh = opt.hsdp ? mesh::init_device_mesh(DeviceType::cpu, {hosts, dp_size / hosts, opt.tp},
-                                                        {"replicate", "shard", "tp"})
+    const auto mesh = opt.hsdp ? mesh::init_hsdp_mesh(DeviceType::cpu, opt.tp)
                                : mesh::init_device_mesh(DeviceType::cpu, {dp_size, opt.tp}, {"dp", "tp"});
     nn::tensor_parallel::parallelize_transformer(model, mesh["tp"],
                                                  {.vocab_parallel_embedding = true, .loss_parallel = true});

@@ -51,16 +51,9 @@ std::string hosts_and_mesh(const mesh::DeviceMesh& dp_mesh, int64_t tp) {
 // The job's mesh: (dp) for FSDP, (replicate = hosts, shard = ranks per host) for
 // --hsdp, each with a tp dim after it for --tp (innermost: consecutive ranks, within a host).
 mesh::DeviceMesh job_mesh(const TrainConfig& c, DeviceType type) {
-  if (!c.hsdp) {
-    return c.tp == 1 ? mesh::init_device_mesh(type, {c.world_size}, {"dp"})
-                     : mesh::init_device_mesh(type, {c.data_parallel, c.tp}, {"dp", "tp"});
-  }
-  const mesh::DeviceMesh hsdp = mesh::init_hsdp_mesh(type);  // refuses hosts that are not equal blocks
-  if (c.tp == 1) return hsdp;
-  DTR_CHECK(hsdp.size(1) % c.tp == 0,
-            "--hsdp --tp {}: tensor parallelism stays within a host, and {} does not divide the {} ranks per host",
-            c.tp, c.tp, hsdp.size(1));
-  return mesh::init_device_mesh(type, {hsdp.size(0), hsdp.size(1) / c.tp, c.tp}, {"replicate", "shard", "tp"});
+  if (c.hsdp) return mesh::init_hsdp_mesh(type, c.tp);
+  return c.tp == 1 ? mesh::init_device_mesh(type, {c.world_size}, {"dp"})
+                   : mesh::init_device_mesh(type, {c.data_parallel, c.tp}, {"dp", "tp"});
 }
 
 TokenDataset open_data(const TrainConfig& c) {

@@ -26,7 +26,7 @@ struct DeviceMesh::State {
   std::vector<int> root_dims;
   ProcessGroupPtr world;
   // The mesh init_device_mesh made, whose dims this one's are (null for that mesh
-  // itself). A flattened mesh, and meshes cut from it, have a dim that is none of them.
+  // itself). A flattened mesh has one dim that is none of them.
   std::shared_ptr<const State> root;
   bool flattened = false;
 };
@@ -193,7 +193,7 @@ DeviceMesh init_device_mesh(DeviceType device_type, std::vector<int64_t> shape, 
   return DeviceMesh(std::move(state));
 }
 
-DeviceMesh init_hsdp_mesh(DeviceType device_type) {
+DeviceMesh init_hsdp_mesh(DeviceType device_type, int64_t tp) {
   distributed::ensure_initialized("dtr::mesh::init_hsdp_mesh");
   const std::string problem = hsdp_layout_problem();
   DTR_CHECK(problem.empty(),
@@ -201,8 +201,13 @@ DeviceMesh init_hsdp_mesh(DeviceType device_type) {
             "block of consecutive ranks; here {}. Launch with one block per host (Open MPI's default with a "
             "hostfile, --map-by slot) (rank {})",
             problem, distributed::rank());
-  const int hosts = distributed::num_hosts();
-  return init_device_mesh(device_type, {hosts, distributed::world_size() / hosts}, {"replicate", "shard"});
+  const int64_t hosts = distributed::num_hosts(), per_host = distributed::world_size() / hosts;
+  if (tp == 1) return init_device_mesh(device_type, {hosts, per_host}, {"replicate", "shard"});
+  DTR_CHECK(tp > 0 && per_host % tp == 0,
+            "init_hsdp_mesh: tensor parallelism over {} ranks stays within a host, and it does not divide the {} "
+            "ranks per host (rank {})",
+            tp, per_host, distributed::rank());
+  return init_device_mesh(device_type, {hosts, per_host / tp, tp}, {"replicate", "shard", "tp"});
 }
 
 const DeviceMesh::State& DeviceMesh::state() const {
@@ -245,74 +250,6 @@ const ProcessGroupPtr& DeviceMesh::group(int dim) const {
 }
 const ProcessGroupPtr& DeviceMesh::group(std::string_view dim_name) const { return group(dim_index(dim_name)); }
 
-DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
-  return (*this)[std::vector<std::string>{std::string(dim_name)}];
-}
-
-DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) const {
-  const State& parent = state();
-  DTR_CHECK(!dim_names.empty(), "DeviceMesh[]: expected at least one dim name; the mesh's dims are [{}]",
-            fmt::join(parent.names, ", "));
-  std::vector<int> dims;
-  for (const auto& name : dim_names) {
-    int d = dim_index(name);
-    DTR_CHECK(dims.empty() || d > dims.back(),
-              "DeviceMesh[]: dims [{}] must be distinct and in the mesh's order [{}]", fmt::join(dim_names, ", "),
-              fmt::join(parent.names, ", "));
-    dims.push_back(d);
-  }
-  auto sub = std::make_shared<State>();
-  sub->device_type = parent.device_type;
-  sub->root_shape = parent.root_shape;
-  sub->root_coordinate = parent.root_coordinate;
-  sub->world = parent.world;
-  sub->flattened = parent.flattened;
-  sub->root = parent.root ? parent.root : state_;
-  for (int d : dims) {
-    sub->shape.push_back(parent.shape[d]);
-    sub->names.push_back(parent.names[d]);
-    sub->coordinate.push_back(parent.coordinate[d]);
-    sub->groups.push_back(parent.groups[d]);
-    sub->root_dims.push_back(parent.root_dims[d]);
-  }
-  // The parent's ranks that share this rank's coordinate on the dims left out, in
-  // row-major order of the kept dims (the parent's ranks are row-major already).
-  const std::vector<int> other = all_dims_except(parent.shape.size(), dims);
-  for (size_t i = 0; i < parent.ranks.size(); ++i) {
-    auto c = unravel(static_cast<int64_t>(i), parent.shape);
-    bool same = std::all_of(other.begin(), other.end(), [&](int d) { return c[d] == parent.coordinate[d]; });
-    if (same) sub->ranks.push_back(parent.ranks[i]);
-  }
-  return DeviceMesh(std::move(sub));
-}
-
-DeviceMesh DeviceMesh::flatten(std::string name) const {
-  const State& s = state();
-  DTR_CHECK(!name.empty(), "DeviceMesh::flatten: the flattened dim needs a name");
-  const int64_t color = linear_index(s.root_coordinate, s.root_shape, all_dims_except(s.root_shape.size(), s.root_dims));
-  const int64_t key = linear_index(s.coordinate, s.shape, [&] {
-    std::vector<int> dims(s.shape.size());
-    std::iota(dims.begin(), dims.end(), 0);
-    return dims;
-  }());
-  auto group = s.world->split(static_cast<int>(color), static_cast<int>(key),
-                              fmt::format("{} (flattened {})", name, fmt::join(s.names, "*")));
-  DTR_INTERNAL_ASSERT(group && group->size() == size(), "flattened group has the wrong size");
-  auto flat = std::make_shared<State>();
-  flat->device_type = s.device_type;
-  flat->shape = {size()};
-  flat->names = {std::move(name)};
-  flat->ranks = s.ranks;
-  flat->coordinate = {key};
-  flat->groups = {std::move(group)};
-  flat->root_shape = s.root_shape;
-  flat->root_coordinate = s.root_coordinate;
-  flat->root_dims = s.root_dims;
-  flat->world = s.world;
-  flat->flattened = true;
-  return DeviceMesh(std::move(flat));
-}
-
 namespace {
 
 // The mesh of `root`'s dims `dims`, in that order, that contains this rank.
@@ -349,6 +286,56 @@ std::shared_ptr<const DeviceMesh::State> root_of(const DeviceMesh::State& s) {
 }
 
 }  // namespace
+
+DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
+  return (*this)[std::vector<std::string>{std::string(dim_name)}];
+}
+
+DeviceMesh DeviceMesh::operator[](const std::vector<std::string>& dim_names) const {
+  const State& parent = state();
+  DTR_CHECK(!dim_names.empty(), "DeviceMesh[]: expected at least one dim name; the mesh's dims are [{}]",
+            fmt::join(parent.names, ", "));
+  std::vector<int> dims;
+  for (const auto& name : dim_names) {
+    int d = dim_index(name);
+    DTR_CHECK(dims.empty() || d > dims.back(),
+              "DeviceMesh[]: dims [{}] must be distinct and in the mesh's order [{}]", fmt::join(dim_names, ", "),
+              fmt::join(parent.names, ", "));
+    dims.push_back(d);
+  }
+  // A flattened mesh has one dim, not one of its root's: its sub-mesh is itself.
+  if (parent.flattened) return *this;
+  std::vector<int> root_dims;
+  for (int d : dims) root_dims.push_back(parent.root_dims[d]);
+  return DeviceMesh(cut(parent.root ? parent.root : state_, root_dims));
+}
+
+DeviceMesh DeviceMesh::flatten(std::string name) const {
+  const State& s = state();
+  DTR_CHECK(!name.empty(), "DeviceMesh::flatten: the flattened dim needs a name");
+  const int64_t color = linear_index(s.root_coordinate, s.root_shape, all_dims_except(s.root_shape.size(), s.root_dims));
+  const int64_t key = linear_index(s.coordinate, s.shape, [&] {
+    std::vector<int> dims(s.shape.size());
+    std::iota(dims.begin(), dims.end(), 0);
+    return dims;
+  }());
+  auto group = s.world->split(static_cast<int>(color), static_cast<int>(key),
+                              fmt::format("{} (flattened {})", name, fmt::join(s.names, "*")));
+  DTR_INTERNAL_ASSERT(group && group->size() == size(), "flattened group has the wrong size");
+  auto flat = std::make_shared<State>();
+  flat->device_type = s.device_type;
+  flat->shape = {size()};
+  flat->names = {std::move(name)};
+  flat->ranks = s.ranks;
+  flat->coordinate = {key};
+  flat->groups = {std::move(group)};
+  flat->root_shape = s.root_shape;
+  flat->root_coordinate = s.root_coordinate;
+  flat->root_dims = s.root_dims;
+  flat->world = s.world;
+  flat->flattened = true;
+  return DeviceMesh(std::move(flat));
+}
 
 DeviceMesh join(const DeviceMesh& first, const DeviceMesh& second) {
   if (!first.defined()) return second;

@@ -102,7 +102,10 @@ DeviceMesh join(const DeviceMesh& first, const DeviceMesh& second);
 // reduce-scatters stay within a host and only the gradient all-reduce crosses
 // hosts. One host gives (1, world size). Collective over the world; an error on
 // every rank, saying why, when the hosts do not hold equal blocks of consecutive
-// ranks.
-DeviceMesh init_hsdp_mesh(DeviceType device_type);
+// ranks. With `tp` > 1, HSDP over tensor parallelism: (replicate = hosts,
+// shard = ranks per host / tp, tp), named {"replicate", "shard", "tp"}, each
+// tensor-parallel group `tp` consecutive ranks of one host (an error when tp does
+// not divide the ranks per host).
+DeviceMesh init_hsdp_mesh(DeviceType device_type, int64_t tp = 1);
 
 }  // namespace dtr::mesh

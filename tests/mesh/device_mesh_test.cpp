@@ -152,4 +152,14 @@ TEST_CASE("on one host every rank is on host 0, and init_hsdp_mesh is (1, world 
   REQUIRE(hsdp.dim_names() == std::vector<std::string>{"replicate", "shard"});
   CHECK(hsdp.group("shard")->size() == n);
   CHECK(hsdp.group("replicate")->size() == 1);
+  // With tensor parallelism: (1, n / 2, 2), each tp group two consecutive ranks.
+  if (n % 2 == 0) {
+    const mesh::DeviceMesh with_tp = mesh::init_hsdp_mesh(DeviceType::cpu, 2);
+    REQUIRE(with_tp.shape() == std::vector<int64_t>{1, n / 2, 2});
+    REQUIRE(with_tp.dim_names() == std::vector<std::string>{"replicate", "shard", "tp"});
+    const int me = distributed::rank();
+    CHECK(with_tp.group("tp")->global_ranks() == std::vector<int>{me - me % 2, me - me % 2 + 1});
+  }
+  CHECK_THROWS_WITH(mesh::init_hsdp_mesh(DeviceType::cpu, n + 1),
+                    Catch::Contains(fmt::format("does not divide the {} ranks per host", n)));
 }
