@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace dtr::train {
 
@@ -134,6 +135,10 @@ void validate_batch(TrainConfig& c, int world_size) {
     bad(fmt::format("--estimate-only does not model tensor parallelism: it has no activation model of a block split "
                     "over --tp {} ranks; estimate without --tp for FSDP's figures",
                     c.tp));
+  }
+  for (const auto& [on, flag] : {std::pair{c.sequence_parallel, "--sequence-parallel"},
+                                  std::pair{c.loss_parallel, "--loss-parallel"}}) {
+    if (on && c.tp == 1) bad(fmt::format("{} splits the model over tensor-parallel ranks: it needs --tp 2 or more", flag));
   }
   if (world_size % c.tp != 0) {
     bad(fmt::format("--tp {} does not divide the {} ranks (each group of --tp consecutive ranks shares a model "
@@ -278,6 +283,13 @@ void add_training_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
              "attention heads and MLP (Megatron layout) and shares its batch, and FSDP (or --hsdp) shards over "
              "the groups; N divides the ranks, the heads and the key/value heads (default 1: FSDP only)",
              {.min = 1});
+  app.add_flag("--sequence-parallel", c.sequence_parallel,
+               "with --tp: the norms compute on each rank's share of the sequence, the activations between the "
+               "blocks' projections are split by sequence (Megatron sequence parallelism; the token embedding is "
+               "split by vocabulary); the sequence length divides by --tp; Llama-style models");
+  app.add_flag("--loss-parallel", c.loss_parallel,
+               "with --tp: the token embedding and output head split by vocabulary, and the loss computed on the "
+               "split logits without gathering them");
 }
 
 void add_output_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {

@@ -222,6 +222,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"reshard_after_forward", c.reshard_after_forward},
           {"hsdp", c.hsdp},
           {"tp", c.tp},
+          {"sequence_parallel", c.sequence_parallel},
+          {"loss_parallel", c.loss_parallel},
           {"eval_every", c.eval_every},
           {"eval_batches", c.eval_batches},
           {"log_every", c.log_every},

@@ -121,6 +121,8 @@ struct TrainConfig {
   bool reshard_after_forward = true;
   bool hsdp = false;                // shard within each host, replicate across hosts (mesh::init_hsdp_mesh)
   int64_t tp = 1;                   // tensor-parallel ranks, within a host; the others shard data and parameters
+  bool sequence_parallel = false;   // --tp: activations between the blocks' projections split by sequence
+  bool loss_parallel = false;       // --tp: embedding and head split by vocabulary, loss on the split logits
   int64_t eval_every = 50;          // 0: only at the end
   int64_t eval_batches = 4;         // micro-batches per rank per evaluation
   int64_t log_every = 10;

@@ -46,9 +46,12 @@ std::vector<int64_t> generate(nn::Module& model, std::vector<int64_t> tokens, co
     const auto n = static_cast<int64_t>(tokens.size());
     const int64_t len = std::min(n, o.context);
     std::vector<int64_t> window(tokens.end() - len, tokens.end());
-    Tensor logits = model(from_vector(window, {1, len}).to(o.device));  // [1, len, V]
-    std::vector<float> last =
-        logits.select(1, len - 1).select(0, 0).to(DType::f32).to(Device::cpu()).contiguous().to_vector<float>();
+    window.resize(static_cast<size_t>((len + o.length_multiple - 1) / o.length_multiple * o.length_multiple), 0);
+    const auto padded = static_cast<int64_t>(window.size());
+    Tensor logits = model(from_vector(window, {1, padded}).to(o.device));  // [1, padded, V]
+    Tensor row = logits.select(1, len - 1).select(0, 0).contiguous();
+    if (o.whole_vocabulary) row = o.whole_vocabulary(row);
+    std::vector<float> last = row.to(DType::f32).to(Device::cpu()).contiguous().to_vector<float>();
     Tensor next = from_vector(std::vector<int64_t>{group->rank() == 0 ? pick(last, o, rng) : 0}, {1});
     group->broadcast(next, 0)->wait();
     tokens.push_back(next.item<int64_t>());

@@ -13,6 +13,7 @@
 #include "dtr/nn/module.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int64_t context = 64;
   Device device = Device::cpu();  // where the model computes (the prompt window goes there)
+  // Sequence parallelism: the window is padded on the right to a multiple of this;
+  // the model is causal, so the last token's logits do not see the padding.
+  int64_t length_multiple = 1;
+  // Loss parallelism: the model returns this rank's vocabulary slice of the
+  // logits; this makes one position's [V_r] slice the whole [V] row (collective).
+  std::function<Tensor(const Tensor&)> whole_vocabulary;
 };
 
 // Returns the prompt followed by the generated tokens.

@@ -57,6 +57,7 @@ struct Run {
   std::shared_ptr<nn::Transformer> model;
   int64_t num_params = 0;
   mesh::DeviceMesh dp_mesh;
+  std::optional<mesh::DeviceMesh> tp_mesh;  // --tp > 1
   std::optional<fsdp::FSDPModule> root;
   std::vector<nn::Parameter> params;
   std::optional<nn::optim::FusedAdamW> opt;

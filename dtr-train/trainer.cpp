@@ -13,6 +13,7 @@
 #include "dtr/checkpoint/checkpoint.h"
 #include "dtr/checkpoint/hf_config.h"
 #include "dtr/checkpoint/hf_weights.h"
+#include "dtr/dtensor/shard_collectives.h"
 #include "dtr/fsdp/summary.h"
 #include "dtr/kernels/cpu/cpu_level.h"
 #include "dtr/mesh/distributed.h"
@@ -39,11 +40,18 @@ namespace dtr::train {
 
 namespace {
 
-// "2 hosts, FSDP over 4 ranks" or "2 hosts, HSDP: replicate 2 x shard 2".
-std::string hosts_and_mesh(const mesh::DeviceMesh& dp_mesh, int64_t tp) {
+// "2 hosts, FSDP over 4 ranks", "2 hosts, HSDP: replicate 2 x shard 2", or with
+// --tp "1 host, FSDP over 2 ranks x tensor parallel 2 (sequence parallel, loss parallel)".
+std::string hosts_and_mesh(const mesh::DeviceMesh& dp_mesh, const TrainConfig& c) {
   const int hosts = distributed::num_hosts();
   const std::string where = fmt::format("{} host{}", hosts, hosts == 1 ? "" : "s");
-  const std::string with_tp = tp > 1 ? fmt::format(" x tensor parallel {}", tp) : "";
+  std::vector<std::string> tp_options;
+  if (c.sequence_parallel) tp_options.emplace_back("sequence parallel");
+  if (c.loss_parallel) tp_options.emplace_back("loss parallel");
+  const std::string with_tp =
+      c.tp == 1            ? ""
+      : tp_options.empty() ? fmt::format(" x tensor parallel {}", c.tp)
+                           : fmt::format(" x tensor parallel {} ({})", c.tp, fmt::join(tp_options, ", "));
   if (dp_mesh.ndim() == 1) return fmt::format("{}, FSDP over {} ranks{}", where, dp_mesh.size(), with_tp);
   return fmt::format("{}, HSDP: replicate {} x shard {}{}", where, dp_mesh.size(0), dp_mesh.size(1), with_tp);
 }
@@ -126,6 +134,20 @@ Setup local_setup(TrainConfig& c, int rank) {
   c.seq_len = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   const int64_t seq = c.seq_len;
   if (c.init_from.empty()) s.model.max_seq_len = seq;  // a pretrained model keeps its own (GPT-2: its positions)
+  if (c.sequence_parallel) {
+    if (s.model.style != nn::TransformerStyle::llama || s.model.tie_weights) {
+      throw std::invalid_argument(fmt::format(
+          "--sequence-parallel needs a Llama-style model with its own output head (no learned positions, no head "
+          "tied to the embedding); this model is {}{}",
+          to_string(s.model.style), s.model.tie_weights ? " with a tied head" : ""));
+    }
+    if (seq % c.tp != 0) {
+      throw std::invalid_argument(fmt::format(
+          "--sequence-parallel: each of the --tp {} ranks takes an equal share of the sequence, and --seq-len {} "
+          "does not divide by {}",
+          c.tp, seq, c.tp));
+    }
+  }
   auto [train, val] = s.data->split(c.val_fraction);
   s.train = train;
   s.val = val;
@@ -238,7 +260,15 @@ void build_model(Run& r) {
               : c.hsdp  ? mesh[std::vector<std::string>{"replicate", "shard"}]
                         : mesh["dp"];
   // Mixed precision's reduce dtype applies to the tensor-parallel gradient all-reduces too.
-  if (c.tp > 1) nn::tensor_parallel::parallelize_transformer(*r.model, mesh["tp"], {.reduce_dtype = mp.reduce_dtype});
+  if (c.tp > 1) {
+    r.tp_mesh = mesh["tp"];
+    nn::tensor_parallel::parallelize_transformer(
+        *r.model, *r.tp_mesh,
+        {.vocab_parallel_embedding = c.loss_parallel || c.sequence_parallel,
+         .loss_parallel = c.loss_parallel,
+         .sequence_parallel = c.sequence_parallel,
+         .reduce_dtype = mp.reduce_dtype});
+  }
   for (auto& layer : r.model->layers()) {
     fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
   }
@@ -316,7 +346,7 @@ void print_banner(const Run& r) {
              "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; CPU kernels {}; "
              "output in {}\n",
              r.model_name, to_string(m.style), static_cast<double>(r.num_params) / 1e6, m.dim, m.n_layers,
-             c.world_size, hosts_and_mesh(r.dp_mesh, c.tp), r.s.data->name(), r.s.train->size(), r.s.val->size(),
+             c.world_size, hosts_and_mesh(r.dp_mesh, c), r.s.data->name(), r.s.train->size(), r.s.val->size(),
              m.vocab_size, c.steps, c.global_batch, c.seq_len, c.micro_batch, c.grad_accum, c.lr,
              to_string(c.schedule), c.warmup, to_string(c.mixed_precision),
              c.activation_checkpointing ? "on" : "off", c.reshard_after_forward,
@@ -359,6 +389,15 @@ void print_summary(const Run& r, double elapsed, const std::string& final_dir) {
   std::fflush(stdout);
 }
 
+// With --loss-parallel: gathers one position's logits from the vocabulary slices
+// of the tensor-parallel group (uneven slices as the head splits them).
+std::function<Tensor(const Tensor&)> whole_vocabulary(const Run& r) {
+  if (!r.c.loss_parallel) return {};
+  return [group = r.tp_mesh->group(0), vocab = r.s.model.vocab_size](const Tensor& slice) {
+    return dtensor::all_gather_dim(slice, *group, 0, vocab);
+  };
+}
+
 // Every rank runs the same generation steps (the forward is collective); rank 0 prints the text.
 void print_sample(Run& r) {
   const TrainConfig& c = r.c;
@@ -370,7 +409,9 @@ void print_sample(Run& r) {
   }
   const auto tokens = generate(*r.model, prompt,
                                {.max_new_tokens = c.sample_tokens, .top_k = c.top_k, .temperature = c.temperature,
-                                .seed = c.seed, .context = c.seq_len, .device = r.device},
+                                .seed = c.seed, .context = c.seq_len, .device = r.device,
+                                .length_multiple = c.sequence_parallel ? c.tp : 1,
+                                .whole_vocabulary = whole_vocabulary(r)},
                                r.world);
   if (r.rank == 0) {
     fmt::print("sample ({}, {} tokens):\n{}\n", c.top_k > 0 ? fmt::format("top-{} sampling", c.top_k) : "greedy",

@@ -4,6 +4,7 @@
 #include "stop_signal.h"
 
 #include "dtr/checkpoint/async_save.h"
+#include "dtr/nn/tensor_parallel/loss_parallel.h"
 #include "dtr/nn/optim/clip_grad.h"
 #include "dtr/tensor/allocator.h"
 #include "dtr/tensor/autograd/grad_mode.h"
@@ -38,9 +39,16 @@ Batch make_batch(const TokenDataset& ds, const std::vector<int64_t>& windows, in
   return {from_vector(inputs, {b, seq}).to(device), from_vector(targets, {b, seq}).to(device)};
 }
 
-Tensor loss_of(nn::Module& model, const Batch& batch, int64_t vocab) {
-  Tensor logits = model(batch.inputs);
-  return cross_entropy(logits.reshape({-1, vocab}).to(DType::f32), batch.targets.reshape({-1}));
+// The mean cross-entropy of a batch. With --loss-parallel the model returns this
+// rank's vocabulary slice of the logits, and the loss is computed on the slices.
+Tensor loss_of(const Run& r, const Batch& batch) {
+  Tensor logits = (*r.model)(batch.inputs);
+  Tensor rows = logits.reshape({-1, logits.size(-1)}).to(DType::f32);
+  if (r.c.loss_parallel) {
+    return nn::tensor_parallel::vocab_parallel_cross_entropy(rows, batch.targets.reshape({-1}), *r.tp_mesh,
+                                                             r.s.model.vocab_size);
+  }
+  return cross_entropy(rows, batch.targets.reshape({-1}));
 }
 
 // The validation loss over --eval-batches micro-batches per data-parallel rank,
@@ -56,7 +64,7 @@ double evaluate(Run& r) {
     for (int64_t i = 0; i < c.micro_batch; ++i) {
       windows.push_back(((r.rank / c.tp * c.eval_batches + b) * c.micro_batch + i) % n_val);
     }
-    sum += loss_of(*r.model, make_batch(*r.s.val, windows, c.seq_len, r.device), r.s.model.vocab_size).item();
+    sum += loss_of(r, make_batch(*r.s.val, windows, c.seq_len, r.device)).item();
   }
   r.model->train();
   return all_reduce_avg(r.world, sum / static_cast<double>(c.eval_batches));
@@ -72,7 +80,7 @@ double accumulate_gradients(Run& r, const std::vector<int64_t>& windows) {
     MemoryTagGuard tag(MemoryTag::activation);
     r.root->set_requires_gradient_sync(m == c.grad_accum - 1);
     const std::vector<int64_t> micro(windows.begin() + m * c.micro_batch, windows.begin() + (m + 1) * c.micro_batch);
-    Tensor loss = loss_of(*r.model, make_batch(*r.s.train, micro, c.seq_len, r.device), r.s.model.vocab_size);
+    Tensor loss = loss_of(r, make_batch(*r.s.train, micro, c.seq_len, r.device));
     loss_sum += loss.item();
     (c.grad_accum > 1 ? mul(loss, 1.0 / static_cast<double>(c.grad_accum)) : loss).backward();
   }

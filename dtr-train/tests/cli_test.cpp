@@ -91,6 +91,15 @@ TEST_CASE("dtr-train --tp divides the batch by the data-parallel ranks", "[train
   expect_bad({"--tp", "4", "--global-batch", "5"}, "--global-batch 5 is not divisible by the number of data-parallel "
              "ranks (2: 8 / --tp 4)", 8);
   expect_bad({"--tp", "0"}, "--tp must be", 4);
+  const auto split = parse_args({"--tp", "2", "--sequence-parallel", "--loss-parallel"}, 2);
+  REQUIRE(split.config.has_value());
+  CHECK(split.config->sequence_parallel);
+  CHECK(split.config->loss_parallel);
+  CHECK_FALSE(r.config->sequence_parallel);
+  CHECK_FALSE(r.config->loss_parallel);
+  expect_bad({"--sequence-parallel"}, "--sequence-parallel splits the model over tensor-parallel ranks: it needs --tp 2",
+             4);
+  expect_bad({"--tp", "1", "--loss-parallel"}, "--loss-parallel splits the model over tensor-parallel ranks", 4);
   expect_bad({"--tp", "2", "--estimate-only"}, "--estimate-only does not model tensor parallelism", 4);
 }
 

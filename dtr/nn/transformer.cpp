@@ -162,7 +162,8 @@ Tensor Transformer::forward(const Tensor& tokens) {
   // gradient is the sum of every rank's part.
   const Tensor& table = tok_embeddings_->parameter("weight");
   if (table.size(0) != config_.vocab_size) {
-    h = dtensor::all_reduce_grad(h, tok_embeddings_->parameter_handle("weight").sharding()->mesh, {0});
+    h = dtensor::all_reduce_grad(h, tok_embeddings_->parameter_handle("weight").sharding()->mesh, {0},
+                                 tied_head_grad_reduce_dtype_);
   }
   return matmul(h, table.t());
 }

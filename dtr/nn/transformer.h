@@ -14,6 +14,8 @@
 #include "dtr/nn/layers.h"
 #include "dtr/nn/linear.h"
 
+#include <optional>
+
 namespace dtr::nn {
 
 enum class TransformerStyle { llama, gpt2 };
@@ -80,6 +82,11 @@ class Transformer : public Module {
   Tensor forward(const Tensor& tokens) override;
   const TransformerConfig& config() const { return config_; }
   ModuleList& layers() { return *layers_; }
+  // With a vocabulary-parallel embedding, the tied head sums the final norm
+  // output's gradient over the tensor-parallel ranks; this is the dtype of that
+  // sum (mixed precision's reduce dtype; unset: the gradient's own).
+  // tensor_parallel::parallelize_transformer sets it.
+  void set_tied_head_grad_reduce_dtype(std::optional<DType> dtype) { tied_head_grad_reduce_dtype_ = dtype; }
 
  private:
   TransformerConfig config_;
@@ -87,6 +94,7 @@ class Transformer : public Module {
   std::shared_ptr<ModuleList> layers_;
   ModulePtr norm_;
   std::shared_ptr<Linear> output_;
+  std::optional<DType> tied_head_grad_reduce_dtype_;
 };
 
 }  // namespace dtr::nn

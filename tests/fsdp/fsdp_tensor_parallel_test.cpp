@@ -8,8 +8,8 @@
 // split tables shard unevenly over dp. The layouts are checked: a column-wise
 // weight is Shard(0) over (tp, dp), tp first; the model summary names the split
 // tensors. Under bf16 mixed precision the tensor-parallel gradient all-reduces
-// run in the reduce dtype (f32; counted in bytes), and 5 steps follow the f32
-// model to 2e-2.
+// run in the reduce dtype (f32; counted in bytes), with sequence parallelism and
+// GPT-2's tied head too, and 5 steps follow the f32 model to 2e-2.
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/fsdp/summary.h"
 #include "dtr/mesh/device_mesh.h"
@@ -210,32 +210,54 @@ TEST_CASE("under mixed precision the tensor-parallel gradient all-reduces run in
   if (tp_size == 1) return;  // no tensor-parallel group at 1 rank
   const auto world = mesh::init_device_mesh(DeviceType::cpu, {n / tp_size, tp_size}, {"dp", "tp"});
   const mesh::DeviceMesh dp = world["dp"];
-  nn::TransformerConfig config = ft_config(nn::TransformerStyle::llama);
-  config.dtype = DType::f32;
   const fsdp::MixedPrecisionPolicy bf16{.param_dtype = DType::bf16, .reduce_dtype = DType::f32};
-  auto bf16_model = [&](std::optional<DType> reduce_dtype) {
+  auto bf16_model = [&](nn::TransformerConfig config, tp::TransformerPlanOptions options) {
+    config.dtype = DType::f32;
     auto model = ft_model(config);
-    tp::parallelize_transformer(*model, world["tp"], {.reduce_dtype = reduce_dtype});
+    tp::parallelize_transformer(*model, world["tp"], options);
     for (auto& layer : model->layers()) fsdp::fully_shard(*layer, {.mesh = dp, .mp_policy = bf16});
     fsdp::fully_shard(*model, {.mesh = dp, .mp_policy = bf16});
     return model;
   };
   // Bytes of the all-reduces on the tp group in one forward and backward.
-  auto tp_bytes = [&](std::optional<DType> reduce_dtype) {
-    auto model = bf16_model(reduce_dtype);
+  auto tp_bytes = [&](nn::TransformerStyle style, tp::TransformerPlanOptions options) {
+    auto model = bf16_model(ft_config(style), options);
     world.group("tp")->reset_stats();
-    ft_loss(*model, ft_batch(0, dp.coordinate(0) * kFtRowsPerRank, kFtRowsPerRank), nullptr).backward();
+    const mesh::DeviceMesh tp_mesh = world["tp"];
+    ft_loss(*model, ft_batch(0, dp.coordinate(0) * kFtRowsPerRank, kFtRowsPerRank),
+            options.loss_parallel ? &tp_mesh : nullptr)
+        .backward();
     return world.group("tp")->stats().bytes_of(mesh::CollectiveKind::all_reduce);
   };
+  const nn::TransformerConfig config = ft_config(nn::TransformerStyle::llama);
   // Per layer: the inputs of q, k, v, up and gate each sum a gradient of
   // rows x dim in backward; wo and down each sum a bf16 output of that size forward.
-  const int64_t elements = kFtRowsPerRank * kFtSeq * config.dim * config.n_layers;
-  CHECK(tp_bytes(std::nullopt) == (5 + 2) * elements * 2);
-  CHECK(tp_bytes(DType::f32) == 5 * elements * 4 + 2 * elements * 2);
+  const int64_t elements = kFtRowsPerRank * kFtSeq * config.dim, layers = config.n_layers;
+  CHECK(tp_bytes(nn::TransformerStyle::llama, {}) == (5 + 2) * layers * elements * 2);
+  CHECK(tp_bytes(nn::TransformerStyle::llama, {.reduce_dtype = DType::f32}) ==
+        5 * layers * elements * 4 + 2 * layers * elements * 2);
+  // Sequence parallel: the same 5 input gradients per layer and the output
+  // head's (gathered from sequence shards, summed whole), and the weight
+  // gradients of the two norms per layer and the final one, each 2 bytes wider
+  // per element in f32; the forward sums are reduce-scatters.
+  const tp::TransformerPlanOptions sp{.vocab_parallel_embedding = true, .sequence_parallel = true};
+  tp::TransformerPlanOptions sp_f32 = sp;
+  sp_f32.reduce_dtype = DType::f32;
+  CHECK(tp_bytes(nn::TransformerStyle::llama, sp_f32) - tp_bytes(nn::TransformerStyle::llama, sp) ==
+        ((5 * layers + 1) * elements + (2 * layers + 1) * config.dim) * 2);
+  // GPT-2's tied head under loss parallelism: q, k, v and up per layer, and the
+  // head's input, each 2 bytes wider per element in f32.
+  const tp::TransformerPlanOptions tied{.vocab_parallel_embedding = true, .loss_parallel = true};
+  tp::TransformerPlanOptions tied_f32 = tied;
+  tied_f32.reduce_dtype = DType::f32;
+  CHECK(tp_bytes(nn::TransformerStyle::gpt2, tied_f32) - tp_bytes(nn::TransformerStyle::gpt2, tied) ==
+        (4 * layers + 1) * elements * 2);
   // And it trains: 5 steps in bf16 follow the f32 model in one process to bf16's precision.
-  auto model = bf16_model(DType::f32);
+  nn::TransformerConfig f32_config = config;
+  f32_config.dtype = DType::f32;
+  auto model = bf16_model(config, {.reduce_dtype = DType::f32});
   const auto got = ft_train(*model, dp.coordinate(0) * kFtRowsPerRank, kFtRowsPerRank, &dp, nullptr);
-  auto reference = ft_model(config);
+  auto reference = ft_model(f32_config);
   const auto want = ft_train(*reference, 0, dp.size(0) * kFtRowsPerRank, nullptr, nullptr);
   for (size_t i = 0; i < want.size(); ++i) {
     INFO("step " << i << ": " << got[i] << " in bf16 under FSDP x TP, " << want[i] << " in f32 in one process");

@@ -62,6 +62,7 @@ void parallelize_transformer(Transformer& model, const mesh::DeviceMesh& mesh, c
             options.vocab_parallel_embedding, c.tie_weights,
             c.style == TransformerStyle::llama ? "llama" : "gpt2");
   parallelize_module(model, mesh, transformer_plan(c, options));
+  if (c.tie_weights && options.vocab_parallel_embedding) model.set_tied_head_grad_reduce_dtype(options.reduce_dtype);
 }
 
 }  // namespace dtr::nn::tensor_parallel

@@ -29,7 +29,8 @@
 //
 // Each rank holds whole heads: the attention heads and the key/value heads (GQA)
 // must divide by the mesh size, else an error names them before anything
-// changes. Not part of this plan: combining it with fully_shard on a 2-D mesh.
+// changes. fully_shard then shards the split tensors over the other dims of the
+// same mesh (FSDP x TP; dtr/fsdp/fully_shard.h).
 #pragma once
 
 #include "dtr/mesh/device_mesh.h"
@@ -42,10 +43,10 @@ struct TransformerPlanOptions {
   bool vocab_parallel_embedding = false;  // the token embedding's rows sharded
   bool loss_parallel = false;             // the output head column-wise: logits sharded by vocabulary
   bool sequence_parallel = false;         // activations between the projections sharded by sequence
-  // Mixed precision's reduce dtype for the gradient all-reduces of the plan: the
-  // column-wise layers' inputs and the sequence-parallel norms' weights (unset:
-  // the compute dtype). Sequence parallelism's reduce-scatters of activation
-  // gradients, and the tied head's, stay in the compute dtype.
+  // Mixed precision's reduce dtype for every gradient sum of the plan: the
+  // column-wise layers' inputs (whole, or gathered from sequence shards), the
+  // sequence-parallel norms' weights and the tied head's input (unset: the
+  // compute dtype). The forward sums of activations stay in the compute dtype.
   std::optional<DType> reduce_dtype{};
 };
 
