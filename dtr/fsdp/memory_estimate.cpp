@@ -71,16 +71,19 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
     for (auto& [name, p] : m->named_parameters()) {
       if (contains(claimed, p.data())) continue;
       add_unique(claimed, p.data());
-      const Shape shape = p.global_shape();
+      // What fully_shard will shard: the tensor-parallel split when there is one.
+      const auto split = options.tensor_parallel_shapes.find(path.empty() ? name : path + "." + name);
+      const Shape shape = split != options.tensor_parallel_shapes.end() ? split->second : p.global_shape();
       DTR_CHECK(!shape.empty(), "estimate_memory: parameter '{}' is 0-dim (fully_shard needs dim 0)", name);
-      const int64_t rows = shape[0], row_numel = p.global_numel() / std::max<int64_t>(rows, 1);
+      const int64_t numel = numel_of(shape);
+      const int64_t rows = shape[0], row_numel = numel / std::max<int64_t>(rows, 1);
       const int64_t chunk = (rows + k - 1) / k;
       const int64_t local_rows = std::clamp<int64_t>(rows - l.shard_index * chunk, 0, chunk);
       const DType dtype = p.data().dtype();
       const DType compute = options.param_dtype && is_floating(dtype) ? *options.param_dtype : dtype;
       group_compute = compute;
       computes_on_shards = computes_on_shards && compute == dtype;
-      g.numel += p.global_numel();
+      g.numel += numel;
       g.shard_numel += local_rows * row_numel;
       g.flat_numel += chunk * row_numel;
       e.params += local_rows * row_numel * size_of(dtype);

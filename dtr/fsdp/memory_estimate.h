@@ -17,8 +17,9 @@
 //   std::cout << fsdp::memory_table(model, policy, 64, {.batch_size = 1, .seq_len = 4096}, activations);
 //
 // What is counted (per rank, matching the allocator's tags):
-//   params          the shards (exact: torch.chunk rows of every parameter on this
-//                   rank's shard index, in the parameters' dtype);
+//   params          the shards (exact: torch.chunk rows of every parameter, or of
+//                   its tensor-parallel split, on this rank's shard index, in the
+//                   parameters' dtype);
 //   grads           the sharded gradients (same sizes and dtype);
 //   optimizer_state AdamW's two moments (same sizes and dtype);
 //   unsharded_peak  all-gathered parameters alive at once (tag param), each group
@@ -48,6 +49,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +69,12 @@ struct MemoryEstimateOptions {
   int64_t batch_size = 1;  // sequences per rank
   int64_t seq_len = 0;     // 0: the model's longest
   bool activation_checkpointing = false;  // every block the policy selects wrapped
+  // FSDP over tensor parallelism: the shape this rank's tensor-parallel split of a
+  // parameter has (dotted name -> shape; tensor_parallel::local_parameter_shapes),
+  // which fully_shard then shards. world_size and rank then count the
+  // data-parallel ranks (the mesh fully_shard is given), and the activation model
+  // is the split model's.
+  std::map<std::string, Shape> tensor_parallel_shapes{};
 };
 
 // A model's activation bytes at the peak of one step's forward + backward, for

@@ -14,6 +14,7 @@
 // (dropout > 0), the token ids made before the step, the loss scalar.
 #pragma once
 
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/nn/transformer.h"
 #include "dtr/tensor/dtype.h"
 
@@ -27,5 +28,16 @@ namespace dtr::nn {
 // param_dtype; none: config.dtype), with every TransformerBlock checkpointed or not.
 int64_t estimate_activation_bytes(const TransformerConfig& config, int64_t batch_size, int64_t seq_len,
                                   std::optional<DType> compute_dtype, bool activation_checkpointing);
+
+// The same on one rank of `tp_ranks` that tensor_parallel::parallelize_transformer
+// split the model over with `plan`: each rank keeps its heads and its slice of
+// the hidden features, the whole activations between the projections (or its
+// share of the sequence with sequence parallelism) and its slice of the logits
+// with loss parallelism, whose loss (vocab_parallel_cross_entropy) keeps two
+// such slices. The loss is computed on the logits in their dtype.
+int64_t estimate_tensor_parallel_activation_bytes(const TransformerConfig& config, int64_t tp_ranks,
+                                                  const tensor_parallel::TransformerPlanOptions& plan,
+                                                  int64_t batch_size, int64_t seq_len,
+                                                  std::optional<DType> compute_dtype, bool activation_checkpointing);
 
 }  // namespace dtr::nn

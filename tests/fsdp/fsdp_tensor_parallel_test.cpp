@@ -219,7 +219,7 @@ TEST_CASE("under mixed precision the tensor-parallel gradient all-reduces run in
     fsdp::fully_shard(*model, {.mesh = dp, .mp_policy = bf16});
     return model;
   };
-  // Bytes of the all-reduces on the tp group in one forward and backward.
+  // Bytes of the all-reduces and reduce-scatters on the tp group in one forward and backward.
   auto tp_bytes = [&](nn::TransformerStyle style, tp::TransformerPlanOptions options) {
     auto model = bf16_model(ft_config(style), options);
     world.group("tp")->reset_stats();
@@ -227,31 +227,37 @@ TEST_CASE("under mixed precision the tensor-parallel gradient all-reduces run in
     ft_loss(*model, ft_batch(0, dp.coordinate(0) * kFtRowsPerRank, kFtRowsPerRank),
             options.loss_parallel ? &tp_mesh : nullptr)
         .backward();
-    return world.group("tp")->stats().bytes_of(mesh::CollectiveKind::all_reduce);
+    const mesh::CommStats& stats = world.group("tp")->stats();
+    return std::pair{stats.bytes_of(mesh::CollectiveKind::all_reduce),
+                     stats.bytes_of(mesh::CollectiveKind::reduce_scatter)};
   };
   const nn::TransformerConfig config = ft_config(nn::TransformerStyle::llama);
-  // Per layer: the inputs of q, k, v, up and gate each sum a gradient of
-  // rows x dim in backward; wo and down each sum a bf16 output of that size forward.
+  // Per layer: the attention's and the feed-forward's inputs each sum a gradient
+  // of rows x dim in backward, once for all their projections; wo and down each
+  // sum a bf16 output of that size forward.
   const int64_t elements = kFtRowsPerRank * kFtSeq * config.dim, layers = config.n_layers;
-  CHECK(tp_bytes(nn::TransformerStyle::llama, {}) == (5 + 2) * layers * elements * 2);
-  CHECK(tp_bytes(nn::TransformerStyle::llama, {.reduce_dtype = DType::f32}) ==
-        5 * layers * elements * 4 + 2 * layers * elements * 2);
-  // Sequence parallel: the same 5 input gradients per layer and the output
-  // head's (gathered from sequence shards, summed whole), and the weight
-  // gradients of the two norms per layer and the final one, each 2 bytes wider
-  // per element in f32; the forward sums are reduce-scatters.
+  CHECK(tp_bytes(nn::TransformerStyle::llama, {}).first == (2 + 2) * layers * elements * 2);
+  CHECK(tp_bytes(nn::TransformerStyle::llama, {.reduce_dtype = DType::f32}).first ==
+        2 * layers * elements * 4 + 2 * layers * elements * 2);
+  // Sequence parallel: the weight gradients of the two norms per layer and the
+  // final one are all-reduced, and the gradients of the attention's, the
+  // feed-forward's and the output head's inputs are reduce-scattered back to the
+  // sequence shards, each 2 bytes wider per element in f32.
   const tp::TransformerPlanOptions sp{.vocab_parallel_embedding = true, .sequence_parallel = true};
   tp::TransformerPlanOptions sp_f32 = sp;
   sp_f32.reduce_dtype = DType::f32;
-  CHECK(tp_bytes(nn::TransformerStyle::llama, sp_f32) - tp_bytes(nn::TransformerStyle::llama, sp) ==
-        ((5 * layers + 1) * elements + (2 * layers + 1) * config.dim) * 2);
-  // GPT-2's tied head under loss parallelism: q, k, v and up per layer, and the
-  // head's input, each 2 bytes wider per element in f32.
+  const auto [sp_all_reduce, sp_reduce_scatter] = tp_bytes(nn::TransformerStyle::llama, sp);
+  const auto [f32_all_reduce, f32_reduce_scatter] = tp_bytes(nn::TransformerStyle::llama, sp_f32);
+  CHECK(f32_all_reduce - sp_all_reduce == (2 * layers + 1) * config.dim * 2);
+  CHECK(f32_reduce_scatter - sp_reduce_scatter == (2 * layers + 1) * elements * 2);
+  // GPT-2's tied head under loss parallelism: the attention's and the
+  // feed-forward's inputs per layer, and the head's input, each 2 bytes wider
+  // per element in f32.
   const tp::TransformerPlanOptions tied{.vocab_parallel_embedding = true, .loss_parallel = true};
   tp::TransformerPlanOptions tied_f32 = tied;
   tied_f32.reduce_dtype = DType::f32;
-  CHECK(tp_bytes(nn::TransformerStyle::gpt2, tied_f32) - tp_bytes(nn::TransformerStyle::gpt2, tied) ==
-        (4 * layers + 1) * elements * 2);
+  CHECK(tp_bytes(nn::TransformerStyle::gpt2, tied_f32).first - tp_bytes(nn::TransformerStyle::gpt2, tied).first ==
+        (2 * layers + 1) * elements * 2);
   // And it trains: 5 steps in bf16 follow the f32 model in one process to bf16's precision.
   nn::TransformerConfig f32_config = config;
   f32_config.dtype = DType::f32;

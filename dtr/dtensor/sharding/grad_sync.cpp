@@ -19,4 +19,18 @@ Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::v
                                 });
 }
 
+Tensor all_gather_sum_grad(const Tensor& local, const mesh::DeviceMesh& mesh, int mesh_dim, int64_t dim,
+                           int64_t full_size, std::optional<DType> reduce_dtype) {
+  mesh::ProcessGroupPtr group = mesh.group(mesh_dim);
+  Tensor whole = all_gather_dim(local.detach(), *group, dim, full_size);
+  if (!local.requires_grad()) return whole;
+  return autograd::record_unary(local, whole, "AllGatherSumGradBackward",
+                                [group, dim, reduce_dtype](const Tensor& grad) {
+                                  const bool cast_grad = reduce_dtype && *reduce_dtype != grad.dtype();
+                                  Tensor g = cast_grad ? cast(grad, *reduce_dtype) : grad;
+                                  g = reduce_scatter_dim(g, *group, dim, mesh::ReduceOp::sum());
+                                  return cast_grad ? cast(g, grad.dtype()) : g;
+                                });
+}
+
 }  // namespace dtr::dtensor

@@ -25,4 +25,13 @@ namespace dtr::dtensor {
 Tensor all_reduce_grad(const Tensor& local, const mesh::DeviceMesh& mesh, std::vector<int> mesh_dims,
                        std::optional<DType> reduce_dtype = std::nullopt);
 
+// All-gathers `local`, this rank's rows of dim `dim` of a tensor with `full_size`
+// such rows (torch.chunk rows), over mesh dim `mesh_dim`. In backward the whole
+// tensor's gradient is summed over those ranks and each keeps its rows (one
+// reduce-scatter, in `reduce_dtype` when given): Megatron's gather from the
+// sequence-parallel region, whose consumers each see a part of the gradient
+// (column-wise products over their own output features).
+Tensor all_gather_sum_grad(const Tensor& local, const mesh::DeviceMesh& mesh, int mesh_dim, int64_t dim,
+                           int64_t full_size, std::optional<DType> reduce_dtype = std::nullopt);
+
 }  // namespace dtr::dtensor

@@ -14,6 +14,14 @@
 //                    is added once, after the reduction. The input (input_layout,
 //                    default Shard(-1), i.e. a ColwiseParallel output) is made
 //                    Shard(-1).
+//   PrepareModuleInput for a module whose column-wise projections share one
+//                    input (attention's q, k and v; the MLP's up and gate): the
+//                    input (input_layout) is made Replicate once, gathered from
+//                    sequence shards when it is Shard(d), and its gradient is
+//                    summed over the mesh once in backward (a reduce-scatter
+//                    back to the shards, or an all-reduce), not once per
+//                    projection. Its column-wise layers then take that input as
+//                    it is (ColwiseParallel::input_prepared).
 //   SequenceParallel for a module that computes token by token on this rank's
 //                    slice of the sequence (a norm, between a RowwiseParallel
 //                    whose output is Shard(1) and a ColwiseParallel whose input
@@ -46,6 +54,9 @@ struct ColwiseParallel {
   // The dtype the input's gradient is summed in (mixed precision's reduce
   // dtype); unset: the gradient's own.
   std::optional<DType> grad_reduce_dtype{};
+  // The input is whole and its gradient summed by an enclosing module's
+  // PrepareModuleInput (input_layout and grad_reduce_dtype then unused).
+  bool input_prepared = false;
 };
 
 struct RowwiseParallel {
@@ -53,11 +64,16 @@ struct RowwiseParallel {
   Placement output_layout = Replicate();
 };
 
+struct PrepareModuleInput {
+  Placement input_layout = Replicate();
+  std::optional<DType> grad_reduce_dtype{};  // as ColwiseParallel's
+};
+
 struct SequenceParallel {
   std::optional<DType> grad_reduce_dtype{};  // the dtype the parameters' gradients are summed in
 };
 
-using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel, SequenceParallel>;
+using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel, PrepareModuleInput, SequenceParallel>;
 
 // Module name (dotted, as named_modules() gives it; "" is the root) -> style.
 using ParallelizePlan = std::vector<std::pair<std::string, ParallelStyle>>;

@@ -10,6 +10,7 @@
 #include "dtr/tensor/ops/elementwise.h"
 #include "dtr/tensor/ops/reduce.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -26,6 +27,34 @@ void shard_parameter(nn::Module& module, const std::string& name, const mesh::De
   Tensor local = d.to_local().detach().clone();
   local.requires_grad_(full.requires_grad());
   module.set_sharded_parameter(name, local, std::make_shared<const DTensorSpec>(d.spec()));
+}
+
+// The placement on the tensor-parallel dim of each parameter `style` lays out on
+// `target`: a column-wise Linear's weight and bias by rows, a row-wise one's
+// weight by columns (its bias whole), a vocabulary-parallel Embedding's table by
+// rows. SequenceParallel and PrepareModuleInput leave the parameters as they are.
+std::vector<std::pair<std::string, Placement>> planned_placements(const nn::Module& target, const ParallelStyle& style) {
+  if (std::holds_alternative<SequenceParallel>(style) || std::holds_alternative<PrepareModuleInput>(style)) return {};
+  if (dynamic_cast<const nn::Embedding*>(&target) != nullptr) return {{"weight", Shard(0)}};
+  const bool colwise = std::holds_alternative<ColwiseParallel>(style);
+  std::vector<std::pair<std::string, Placement>> out{{"weight", colwise ? Shard(0) : Shard(1)}};
+  if (target.has_parameter("bias")) out.emplace_back("bias", colwise ? Placement(Shard(0)) : Placement(Replicate()));
+  return out;
+}
+
+void shard_planned_parameters(nn::Module& target, const ParallelStyle& style, const mesh::DeviceMesh& mesh) {
+  for (const auto& [param, placement] : planned_placements(target, style)) shard_parameter(target, param, mesh, {placement});
+}
+
+// The module the plan names `name`, or an error listing the module's names.
+nn::Module& planned_module(const std::vector<std::pair<std::string, nn::Module*>>& modules, const std::string& name) {
+  for (const auto& [n, m] : modules) {
+    if (n == name) return *m;
+  }
+  std::vector<std::string> known;
+  for (const auto& [n, m] : modules) known.push_back(n.empty() ? "\"\"" : n);
+  DTR_FAIL("parallelize_module: the plan names module '{}', which is not in the module (it has: {})", name,
+           fmt::join(known, ", "));
 }
 
 // The global shape of a module input whose local tensor is `local` under `layout`:
@@ -59,20 +88,35 @@ void check_input(const nn::Linear& linear, const std::string& module_name, const
             w.device(), input.dtype(), input.device());
 }
 
+// The whole input of column-wise products from its `layout`, its gradient summed
+// over the mesh in backward (each rank's backward sees only its output
+// features): a sequence shard is all-gathered and its gradient reduce-scattered
+// back; a whole input's gradient is all-reduced.
+Tensor whole_input_summing_grad(const Tensor& input, const mesh::DeviceMesh& mesh, const Placement& layout,
+                                const Shape& global, std::optional<DType> reduce_dtype) {
+  if (layout.is_shard()) {
+    const int64_t d = layout.dim() < 0 ? layout.dim() + input.dim() : layout.dim();
+    if (d != input.dim() - 1) return dtensor::all_gather_sum_grad(input, mesh, 0, d, global[d], reduce_dtype);
+  }
+  DTensor x = DTensor::from_local(input, mesh, {layout}, {.shape = global});
+  return dtensor::all_reduce_grad(x.redistribute({Replicate()}).to_local(), mesh, {0}, reduce_dtype);
+}
+
 void apply_colwise(nn::Linear& linear, const std::string& name, const mesh::DeviceMesh& mesh,
                    const ColwiseParallel& style) {
-  shard_parameter(linear, "weight", mesh, {Shard(0)});
-  const bool has_bias = linear.has_parameter("bias");
-  if (has_bias) shard_parameter(linear, "bias", mesh, {Shard(0)});
+  shard_planned_parameters(linear, style, mesh);
   const int64_t in = linear.in_features(), out = linear.out_features();
   linear.register_forward_pre_hook([mesh, style, in, name](nn::Module& m, const Tensor& input) {
-    const Shape global = input_global_shape(input, mesh, style.input_layout, in);
+    const Placement layout = style.input_prepared ? Placement(Replicate()) : style.input_layout;
+    const Shape global = input_global_shape(input, mesh, layout, in);
     check_global_input(name, global, in);
-    DTensor x = DTensor::from_local(input, mesh, {style.input_layout}, {.shape = global});
-    Tensor local = x.redistribute({Replicate()}).to_local();
+    if (style.input_prepared) {
+      check_input(static_cast<nn::Linear&>(m), name, input, in);
+      return input;
+    }
+    Tensor local = whole_input_summing_grad(input, mesh, layout, global, style.grad_reduce_dtype);
     check_input(static_cast<nn::Linear&>(m), name, local, in);
-    // Each rank's backward sees only its output features: sum the input's gradient.
-    return dtensor::all_reduce_grad(local, mesh, {0}, style.grad_reduce_dtype);
+    return local;
   });
   linear.register_forward_hook([mesh, style, out](nn::Module&, const Tensor&, const Tensor& output) {
     Shape shape = output.sizes();
@@ -90,9 +134,8 @@ void apply_rowwise(nn::Linear& linear, const std::string& name, const mesh::Devi
             "sums would pass through the activation before they are reduced (use ColwiseParallel there, "
             "or a Linear without an activation followed by the activation module)",
             name);
-  shard_parameter(linear, "weight", mesh, {Shard(1)});
+  shard_planned_parameters(linear, style, mesh);
   const bool has_bias = linear.has_parameter("bias");
-  if (has_bias) shard_parameter(linear, "bias", mesh, {Replicate()});
   const int64_t in = linear.in_features();
   const int64_t local_in = linear.parameter("weight").size(1);
   // What the bias slot had installed (fully_shard's unsharded bias), put back after the forward.
@@ -137,7 +180,7 @@ void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, con
   const int64_t vocab = embedding.parameter("weight").size(0);
   DTR_CHECK(vocab >= mesh.size(0), "parallelize_module: the Embedding '{}' has {} rows, fewer than the {} ranks",
             name, vocab, mesh.size(0));
-  shard_parameter(embedding, "weight", mesh, {Shard(0)});
+  shard_planned_parameters(embedding, style, mesh);
   const ShardRange rows = shard_range(vocab, mesh.size(0), mesh.coordinate(0));
   // This call's ids less the first row this rank holds, from the pre-hook to the hook.
   auto shifted = std::make_shared<Tensor>();
@@ -172,6 +215,17 @@ void apply_vocab_parallel(nn::Embedding& embedding, const std::string& name, con
   });
 }
 
+// PrepareModuleInput: the module's input made whole once, its gradient summed
+// once, for the column-wise layers inside (ColwiseParallel::input_prepared).
+void apply_prepare_input(nn::Module& module, const std::string& name, const mesh::DeviceMesh& mesh,
+                         const PrepareModuleInput& style) {
+  module.register_forward_pre_hook([mesh, style, name](nn::Module&, const Tensor& input) {
+    DTR_CHECK(input.dim() >= 1, "tensor parallel '{}': expected an input with dims, got a 0-d tensor", name);
+    const Shape global = input_global_shape(input, mesh, style.input_layout, input.size(-1));
+    return whole_input_summing_grad(input, mesh, style.input_layout, global, style.grad_reduce_dtype);
+  });
+}
+
 // SequenceParallel: every parameter of the module itself stays whole, and each
 // forward computes with it (or with what fully_shard installed for it) passed
 // through a gradient sum over the mesh, then puts back what was installed.
@@ -203,16 +257,13 @@ void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const 
             mesh.to_string());
   auto modules = module.named_modules();
   for (const auto& [name, style] : plan) {
-    nn::Module* target = nullptr;
-    std::vector<std::string> known;
-    for (const auto& [n, m] : modules) {
-      if (n == name) target = m;
-      known.push_back(n.empty() ? "\"\"" : n);
-    }
-    DTR_CHECK(target != nullptr, "parallelize_module: the plan names module '{}', which is not in the module (it has: {})",
-              name, fmt::join(known, ", "));
+    nn::Module* target = &planned_module(modules, name);
     if (const auto* sp = std::get_if<SequenceParallel>(&style)) {
       apply_sequence_parallel(*target, name, mesh, *sp);
+      continue;
+    }
+    if (const auto* prepare = std::get_if<PrepareModuleInput>(&style)) {
+      apply_prepare_input(*target, name, mesh, *prepare);
       continue;
     }
     if (auto* embedding = dynamic_cast<nn::Embedding*>(target);
@@ -230,6 +281,26 @@ void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const 
       apply_rowwise(*linear, name, mesh, std::get<RowwiseParallel>(style));
     }
   }
+}
+
+std::map<std::string, Shape> local_parameter_shapes(nn::Module& module, const ParallelizePlan& plan, int64_t ranks,
+                                                    int64_t rank) {
+  DTR_CHECK(ranks >= 1 && rank >= 0 && rank < ranks,
+            "local_parameter_shapes: expected a rank in [0, {}) of a positive number of ranks, got rank {}", ranks, rank);
+  const auto modules = module.named_modules();
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, style] : plan) {
+    const nn::Module& target = planned_module(modules, name);
+    for (const auto& [param, placement] : planned_placements(target, style)) {
+      Shape shape = target.parameter(param).sizes();
+      if (placement.is_shard()) {
+        const int64_t d = placement.dim() < 0 ? placement.dim() + static_cast<int64_t>(shape.size()) : placement.dim();
+        shape[d] = shard_range(shape[d], ranks, rank).length;
+      }
+      shapes[name.empty() ? param : name + "." + param] = shape;
+    }
+  }
+  return shapes;
 }
 
 DTensor parameter_dtensor(const nn::Module& module, const std::string& name) {

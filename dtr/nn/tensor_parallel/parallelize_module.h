@@ -28,11 +28,21 @@
 #include "dtr/nn/module.h"
 #include "dtr/nn/tensor_parallel/parallel_style.h"
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 namespace dtr::nn::tensor_parallel {
 
 void parallelize_module(nn::Module& module, const mesh::DeviceMesh& mesh, const ParallelizePlan& plan);
+
+// The shape each parameter the plan splits has on rank `rank` of `ranks`
+// (dotted names from `module`, which is not parallelized; a module on the meta
+// device will do): what parallelize_module leaves in the parameter slots, found
+// without a mesh, for memory estimates. Parameters the plan keeps whole are not
+// listed.
+std::map<std::string, Shape> local_parameter_shapes(nn::Module& module, const ParallelizePlan& plan, int64_t ranks,
+                                                    int64_t rank);
 
 // The parameter `name` (dotted) of `module`, which the plan laid out, as a DTensor
 // (its local shard, with its gradient).

@@ -9,19 +9,24 @@ namespace dtr::nn::tensor_parallel {
 
 ParallelizePlan transformer_plan(const TransformerConfig& config, const TransformerPlanOptions& options) {
   const bool sp = options.sequence_parallel;
-  // Under sequence parallelism the column-wise layers gather their input from
-  // sequence shards and the row-wise ones scatter their output into them.
-  const ColwiseParallel colwise{.input_layout = sp ? Shard(1) : Replicate(), .grad_reduce_dtype = options.reduce_dtype};
+  // Under sequence parallelism the attention and the MLP gather their input from
+  // sequence shards (once for their column-wise projections) and the row-wise
+  // layers scatter their output into them.
+  const Placement between = sp ? Placement(Shard(1)) : Placement(Replicate());
+  const PrepareModuleInput gather{.input_layout = between, .grad_reduce_dtype = options.reduce_dtype};
+  const ColwiseParallel colwise{.input_prepared = true};
   const SequenceParallel sequence{.grad_reduce_dtype = options.reduce_dtype};
-  const RowwiseParallel rowwise{.output_layout = sp ? Shard(1) : Replicate()};
+  const RowwiseParallel rowwise{.output_layout = between};
   ParallelizePlan plan;
   if (options.vocab_parallel_embedding) plan.emplace_back("tok_embeddings", rowwise);
   for (int64_t i = 0; i < config.n_layers; ++i) {
     const std::string block = fmt::format("layers.{}.", i);
     if (sp) plan.emplace_back(block + "attn_norm", sequence);
+    plan.emplace_back(block + "attn", gather);
     for (const char* projection : {"attn.wq", "attn.wk", "attn.wv"}) plan.emplace_back(block + projection, colwise);
     plan.emplace_back(block + "attn.wo", rowwise);
     if (sp) plan.emplace_back(block + "ffn_norm", sequence);
+    plan.emplace_back(block + "ffn", gather);
     plan.emplace_back(block + "ffn.up", colwise);
     if (config.style == TransformerStyle::llama) plan.emplace_back(block + "ffn.gate", colwise);
     plan.emplace_back(block + "ffn.down", rowwise);
@@ -29,7 +34,7 @@ ParallelizePlan transformer_plan(const TransformerConfig& config, const Transfor
   if (sp) plan.emplace_back("norm", sequence);
   if (!config.tie_weights && (options.loss_parallel || sp)) {
     // The logits sharded by vocabulary (loss parallelism), or whole.
-    ColwiseParallel head = colwise;
+    ColwiseParallel head{.input_layout = between, .grad_reduce_dtype = options.reduce_dtype};
     if (!options.loss_parallel) head.output_layout = Replicate();
     plan.emplace_back("output", head);
   }

@@ -2,7 +2,9 @@
 // laid out as Megatron-LM and torchtitan lay out a decoder: in every block the
 // attention's q, k and v projections and the feed-forward's up (and Llama's
 // gate) projection are ColwiseParallel, the attention output and the
-// feed-forward's down projection RowwiseParallel. Each rank computes its own
+// feed-forward's down projection RowwiseParallel; the attention and the
+// feed-forward take their input through PrepareModuleInput, so each sums its
+// input's gradient once for all its projections. Each rank computes its own
 // heads and its slice of the hidden features, and a block all-reduces twice in
 // forward and twice in backward. The embeddings, the norms and the output head
 // stay whole on every rank (their gradients are the same on every rank, so
@@ -21,9 +23,10 @@
 //
 // With sequence_parallel (Megatron's, as torchtitan applies it), the
 // activations between the blocks' projections are sharded by sequence (dim 1):
-// the norms compute on this rank's tokens (SequenceParallel), the column-wise
-// projections all-gather their input, the row-wise ones reduce-scatter their
-// output instead of all-reducing it, and the embedding (then vocabulary-
+// the norms compute on this rank's tokens (SequenceParallel), the attention and
+// the feed-forward all-gather their input (and reduce-scatter its gradient),
+// the row-wise layers reduce-scatter their output instead of all-reducing it,
+// and the embedding (then vocabulary-
 // parallel) reduce-scatters its lookups. The sequence length must divide by the
 // mesh size. It needs an untied head and no learned positions (Llama style).
 //
