@@ -131,11 +131,6 @@ void validate_batch(TrainConfig& c, int world_size) {
     }
     world_size = c.plan_world_size;
   }
-  if (c.estimate_only && c.tp > 1) {
-    bad(fmt::format("--estimate-only does not model tensor parallelism: it has no activation model of a block split "
-                    "over --tp {} ranks; estimate without --tp for FSDP's figures",
-                    c.tp));
-  }
   for (const auto& [on, flag] : {std::pair{c.sequence_parallel, "--sequence-parallel"},
                                   std::pair{c.loss_parallel, "--loss-parallel"}}) {
     if (on && c.tp == 1) bad(fmt::format("{} splits the model over tensor-parallel ranks: it needs --tp 2 or more", flag));

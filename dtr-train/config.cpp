@@ -195,6 +195,36 @@ nlohmann::json to_json(const nn::TransformerConfig& m) {
           {"rope_theta", m.rope_theta}};
 }
 
+nn::tensor_parallel::TransformerPlanOptions tensor_parallel_plan(const TrainConfig& c,
+                                                                 std::optional<DType> reduce_dtype) {
+  return {.vocab_parallel_embedding = c.loss_parallel || c.sequence_parallel,
+          .loss_parallel = c.loss_parallel,
+          .sequence_parallel = c.sequence_parallel,
+          .reduce_dtype = reduce_dtype};
+}
+
+void check_tensor_parallel(const TrainConfig& c, const nn::TransformerConfig& model, int64_t seq_len) {
+  if (model.n_heads % c.tp != 0 || model.kv_heads() % c.tp != 0) {
+    throw std::invalid_argument(fmt::format(
+        "--tp {}: each tensor-parallel rank computes whole attention heads, and the model's {} heads ({} key/value "
+        "heads) do not divide by {}",
+        c.tp, model.n_heads, model.kv_heads(), c.tp));
+  }
+  if (!c.sequence_parallel) return;
+  if (model.style != nn::TransformerStyle::llama || model.tie_weights) {
+    throw std::invalid_argument(fmt::format(
+        "--sequence-parallel needs a Llama-style model with its own output head (no learned positions, no head "
+        "tied to the embedding); this model is {}{}",
+        to_string(model.style), model.tie_weights ? " with a tied head" : ""));
+  }
+  if (seq_len % c.tp != 0) {
+    throw std::invalid_argument(fmt::format(
+        "--sequence-parallel: each of the --tp {} ranks takes an equal share of the sequence, and --seq-len {} "
+        "does not divide by {}",
+        c.tp, seq_len, c.tp));
+  }
+}
+
 nlohmann::json to_json(const TrainConfig& c) {
   return {{"model", c.init_from.empty() ? to_string(c.model) : "(from --init-from)"},
           {"init_from", c.init_from},

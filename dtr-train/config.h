@@ -21,6 +21,7 @@
 #include "dataset.h"
 #include "enum_names.h"
 
+#include "dtr/nn/tensor_parallel/transformer_plan.h"
 #include "dtr/nn/transformer.h"
 
 #include <nlohmann/json.hpp>
@@ -156,6 +157,17 @@ struct TrainConfig {
 nn::TransformerConfig model_config(const ModelChoice& model, int64_t dataset_vocab);
 // The same for --model's text (a name, else a file; parse_model).
 nn::TransformerConfig model_config(const std::string& model, int64_t dataset_vocab);
+
+// --tp's plan for the model: the Megatron layout with --sequence-parallel and
+// --loss-parallel (either splits the token embedding by vocabulary), gradient
+// sums in `reduce_dtype`.
+nn::tensor_parallel::TransformerPlanOptions tensor_parallel_plan(const TrainConfig& config,
+                                                                 std::optional<DType> reduce_dtype = std::nullopt);
+// Throws std::invalid_argument, naming the flags, when --tp (with its options)
+// cannot split `model` over sequences of `seq_len` tokens: heads or key/value
+// heads that do not divide by --tp, --sequence-parallel on a GPT-2-style or tied
+// model or with a sequence length that does not divide.
+void check_tensor_parallel(const TrainConfig& config, const nn::TransformerConfig& model, int64_t seq_len);
 
 nlohmann::json to_json(const TrainConfig& config);
 nlohmann::json to_json(const nn::TransformerConfig& model);

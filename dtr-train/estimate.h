@@ -9,7 +9,10 @@
 // --activation-checkpointing) for rank 0, which holds the most when rows split
 // unevenly; the table of every strategy with and without activation
 // checkpointing; and the tensor bytes this process allocated meanwhile (0: no
-// parameter was materialised).
+// parameter was materialised). With --tp the parameters are those of rank 0 of
+// the first tensor-parallel group (the plan's splits, with --sequence-parallel
+// and --loss-parallel), sharded over the world size / --tp data-parallel ranks,
+// and the activations those of a split block.
 #pragma once
 
 #include "config.h"

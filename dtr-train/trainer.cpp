@@ -124,30 +124,11 @@ Setup local_setup(TrainConfig& c, int rank) {
   Setup s;
   s.data = open_data(c);
   s.model = model_shape(c, *s.data);
-  if (s.model.n_heads % c.tp != 0 || s.model.kv_heads() % c.tp != 0) {
-    throw std::invalid_argument(fmt::format(
-        "--tp {}: each tensor-parallel rank computes whole attention heads, and the model's {} heads ({} key/value "
-        "heads) do not divide by {}",
-        c.tp, s.model.n_heads, s.model.kv_heads(), c.tp));
-  }
   require_device(c.device);
   c.seq_len = c.seq_len > 0 ? c.seq_len : s.model.max_seq_len;
   const int64_t seq = c.seq_len;
   if (c.init_from.empty()) s.model.max_seq_len = seq;  // a pretrained model keeps its own (GPT-2: its positions)
-  if (c.sequence_parallel) {
-    if (s.model.style != nn::TransformerStyle::llama || s.model.tie_weights) {
-      throw std::invalid_argument(fmt::format(
-          "--sequence-parallel needs a Llama-style model with its own output head (no learned positions, no head "
-          "tied to the embedding); this model is {}{}",
-          to_string(s.model.style), s.model.tie_weights ? " with a tied head" : ""));
-    }
-    if (seq % c.tp != 0) {
-      throw std::invalid_argument(fmt::format(
-          "--sequence-parallel: each of the --tp {} ranks takes an equal share of the sequence, and --seq-len {} "
-          "does not divide by {}",
-          c.tp, seq, c.tp));
-    }
-  }
+  check_tensor_parallel(c, s.model, seq);
   auto [train, val] = s.data->split(c.val_fraction);
   s.train = train;
   s.val = val;
@@ -262,12 +243,7 @@ void build_model(Run& r) {
   // Mixed precision's reduce dtype applies to the tensor-parallel gradient all-reduces too.
   if (c.tp > 1) {
     r.tp_mesh = mesh["tp"];
-    nn::tensor_parallel::parallelize_transformer(
-        *r.model, *r.tp_mesh,
-        {.vocab_parallel_embedding = c.loss_parallel || c.sequence_parallel,
-         .loss_parallel = c.loss_parallel,
-         .sequence_parallel = c.sequence_parallel,
-         .reduce_dtype = mp.reduce_dtype});
+    nn::tensor_parallel::parallelize_transformer(*r.model, *r.tp_mesh, tensor_parallel_plan(c, mp.reduce_dtype));
   }
   for (auto& layer : r.model->layers()) {
     fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});

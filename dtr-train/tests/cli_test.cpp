@@ -100,7 +100,7 @@ TEST_CASE("dtr-train --tp divides the batch by the data-parallel ranks", "[train
   expect_bad({"--sequence-parallel"}, "--sequence-parallel splits the model over tensor-parallel ranks: it needs --tp 2",
              4);
   expect_bad({"--tp", "1", "--loss-parallel"}, "--loss-parallel splits the model over tensor-parallel ranks", 4);
-  expect_bad({"--tp", "2", "--estimate-only"}, "--estimate-only does not model tensor parallelism", 4);
+  expect_bad({"--tp", "3", "--estimate-only", "--world-size", "8"}, "--tp 3 does not divide the 8 ranks", 1);
 }
 
 TEST_CASE("dtr-train flags with a fixed set of values parse into their enums once", "[train][cli]") {
