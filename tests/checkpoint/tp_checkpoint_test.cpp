@@ -6,10 +6,13 @@
 // into the tensor-parallel model the same way; and a checkpoint of FSDP over
 // tensor parallelism on a (dp, tp) mesh (2x2 at 4 ranks) loads under FSDP alone,
 // unsharded, under tensor parallelism alone and on the mesh again; its full state
-// dict is the unsharded model's, and loads back from rank 0. f64, so the
-// losses agree to 1e-12.
+// dict is the unsharded model's, and loads back from rank 0; so do its Hugging
+// Face export and its safetensors file, both ways. f64, so the losses agree to
+// 1e-12.
 #include "dtr/checkpoint/full_state_dict.h"
+#include "dtr/checkpoint/hf_weights.h"
 #include "dtr/checkpoint/model_checkpoint.h"
+#include "dtr/checkpoint/safetensors.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/mesh/distributed.h"
@@ -21,6 +24,7 @@
 #include "dtr/tensor/random.h"
 
 #include "tests/support/mpi_test_util.h"
+#include "tests/support/parameter_check.h"
 
 #include <catch2/catch.hpp>
 
@@ -147,4 +151,35 @@ TEST_CASE("the full state dict of FSDP over tensor parallelism is the unsharded 
                              {.full_state_dict = true, .broadcast_from_rank0 = true});
   const double got = layout_step(*loaded, nullptr, 2), expected = layout_step(*plain, nullptr, 2);
   CHECK(std::abs(got - expected) <= 1e-12 * std::abs(expected));
+}
+
+TEST_CASE("the Hugging Face export and safetensors of FSDP over tensor parallelism are the unsharded model's",
+          "[checkpoint][tensor_parallel]") {
+  auto model = layout_model(Layout::fsdp_over_tp, 1), plain = layout_model(Layout::plain, 1);
+  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  nn::optim::AdamW plain_opt(plain->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    layout_step(*model, &opt, step);
+    layout_step(*plain, &plain_opt, step);
+  }
+  const fs::path dir = dtr::testing::fresh_shared_dir("ckpt_layout_tests", "hf_2d");
+  ckpt::save_hf_pretrained(*model, dir / "from_2d");
+  ckpt::save_safetensors(*model, dir / "from_2d.safetensors");
+  ckpt::save_hf_pretrained(*plain, dir / "from_plain");
+  ckpt::save_safetensors(*plain, dir / "from_plain.safetensors");
+  // The 2-D model's files, loaded into an unsharded model: the plain model's parameters.
+  auto from_export = layout_model(Layout::plain, 2), from_file = layout_model(Layout::plain, 2);
+  ckpt::load_hf_pretrained(*from_export, dir / "from_2d");
+  ckpt::load_safetensors(*from_file, dir / "from_2d.safetensors");
+  dtr::testing::require_same_parameters(*from_export, *plain, 1e-12);
+  dtr::testing::require_same_parameters(*from_file, *plain, 1e-12);
+  // The plain model's files, loaded into the 2-D model: the plain model's loss.
+  const double expected = layout_step(*plain, nullptr, 2);
+  auto export_2d = layout_model(Layout::fsdp_over_tp, 2), file_2d = layout_model(Layout::fsdp_over_tp, 2);
+  ckpt::load_hf_pretrained(*export_2d, dir / "from_plain");
+  ckpt::load_safetensors(*file_2d, dir / "from_plain.safetensors");
+  for (nn::Module* loaded : {static_cast<nn::Module*>(export_2d.get()), static_cast<nn::Module*>(file_2d.get())}) {
+    const double got = layout_step(*loaded, nullptr, 2);
+    CHECK(std::abs(got - expected) <= 1e-12 * std::abs(expected));
+  }
 }
