@@ -1,7 +1,7 @@
 // fully_shard over a tensor-parallel transformer on one (dp, tp) mesh, at every
 // layout of 1-4 ranks (1x2, 2x2, 1x4, 4x1, 3x1, 1x3 ...), and HSDP x TP on a
 // (replicate, shard, tp) mesh: each data-parallel rank trains on its own part of
-// the batch, and 5 AdamW steps with the gradient norm clipped give the losses
+// the batch, and 20 AdamW steps with the gradient norm clipped give the losses
 // and parameters of the same model trained on the whole batch in this process
 // (f64: losses to 1e-12, parameters to 1e-9). Also with sequence and loss
 // parallelism, and GPT-2's tied head with a vocabulary-parallel embedding, whose
@@ -9,7 +9,7 @@
 // weight is Shard(0) over (tp, dp), tp first; the model summary names the split
 // tensors. Under bf16 mixed precision the tensor-parallel gradient all-reduces
 // run in the reduce dtype (f32; counted in bytes), with sequence parallelism and
-// GPT-2's tied head too, and 5 steps follow the f32 model to 2e-2.
+// GPT-2's tied head too, and 5 steps follow the f32 model to 2e-2 (20 to 5e-2).
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/fsdp/summary.h"
 #include "dtr/mesh/device_mesh.h"
@@ -68,14 +68,14 @@ Tensor ft_loss(nn::Module& model, const Tensor& batch, const mesh::DeviceMesh* l
   return cross_entropy(logits.reshape({-1, kFtVocab}), targets);
 }
 
-// 5 AdamW steps on rows [first, first + count) of each step's batch, the gradient
+// 20 AdamW steps on rows [first, first + count) of each step's batch, the gradient
 // norm clipped to 0.5; the losses, averaged over `dp` ranks when given.
 std::vector<double> ft_train(nn::Module& model, int64_t first, int64_t count, const mesh::DeviceMesh* dp,
                              const mesh::DeviceMesh* loss_mesh) {
   const auto params = model.parameters();
   nn::optim::AdamW opt(params, {.lr = 1e-2, .weight_decay = 0.1});
   std::vector<double> losses;
-  for (int step = 0; step < 5; ++step) {
+  for (int step = 0; step < 20; ++step) {
     Tensor loss = ft_loss(model, ft_batch(step, first, count), loss_mesh);
     Tensor mean = loss.detach().clone();
     if (dp) dp->group(dp->ndim() - 1)->all_reduce(mean, mesh::ReduceOp::avg())->wait();
@@ -258,7 +258,8 @@ TEST_CASE("under mixed precision the tensor-parallel gradient all-reduces run in
   tied_f32.reduce_dtype = DType::f32;
   CHECK(tp_bytes(nn::TransformerStyle::gpt2, tied_f32).first - tp_bytes(nn::TransformerStyle::gpt2, tied).first ==
         (2 * layers + 1) * elements * 2);
-  // And it trains: 5 steps in bf16 follow the f32 model in one process to bf16's precision.
+  // And it trains: in bf16 it follows the f32 model in one process to bf16's
+  // precision for 5 steps, and within 5% to the 20th (rounding accumulates at lr 1e-2).
   nn::TransformerConfig f32_config = config;
   f32_config.dtype = DType::f32;
   auto model = bf16_model(config, {.reduce_dtype = DType::f32});
@@ -267,6 +268,6 @@ TEST_CASE("under mixed precision the tensor-parallel gradient all-reduces run in
   const auto want = ft_train(*reference, 0, dp.size(0) * kFtRowsPerRank, nullptr, nullptr);
   for (size_t i = 0; i < want.size(); ++i) {
     INFO("step " << i << ": " << got[i] << " in bf16 under FSDP x TP, " << want[i] << " in f32 in one process");
-    CHECK(std::abs(got[i] - want[i]) <= 2e-2 * std::abs(want[i]));
+    CHECK(std::abs(got[i] - want[i]) <= (i < 5 ? 2e-2 : 5e-2) * std::abs(want[i]));
   }
 }
