@@ -3,8 +3,8 @@
 //
 // Bitwise where the arithmetic per element is the same at every level: the kernels
 // are compiled without FMA contraction, and elementwise math calls the same libm
-// functions (or, for tanh-GELU's exp, the same arithmetic: exp_arith), so copies, elementwise ops, comparisons, max/min/argmax, embeddings
-// and the fused optimizers must match exactly. Within a stated tolerance where the
+// functions (or, for tanh-GELU's exp, the same arithmetic: exp_arith), so copies, elementwise ops, comparisons, max/min/argmax, embeddings,
+// the fused optimizers and block quantization must match exactly. Within a stated tolerance where the
 // order of a sum or Eigen's vectorised exp depends on the vector width: GEMM,
 // sums, norms, softmax, cross-entropy and attention.
 //
@@ -14,6 +14,7 @@
 
 #include "dtr/kernels/cpu/adamw.h"
 #include "dtr/kernels/cpu/attention.h"
+#include "dtr/kernels/cpu/block_quantize.h"
 #include "dtr/kernels/cpu/copy.h"
 #include "dtr/kernels/cpu/cross_entropy.h"
 #include "dtr/kernels/cpu/elementwise.h"
@@ -398,4 +399,24 @@ TEST_CASE("embeddings and the fused optimizers at the level under test are bitwi
     return param;
   });
   require_bitwise(expected_adamw, actual_adamw, "fused AdamW (f32 and bf16 gradients) and SGD");
+}
+
+TEST_CASE("block quantization at the level under test is bitwise equal to baseline", "[cpu_levels]") {
+  const int64_t n = 4099;
+  auto values = random_values<float>(n, 71, -3.0, 3.0);
+  values[700] = std::numeric_limits<float>::quiet_NaN();  // a non-finite block
+  for (const int bits : {8, 4}) {
+    auto [expected, actual] = at_baseline_and_level([&] {
+      const int64_t block = 256, blocks = (n + block - 1) / block;
+      std::vector<uint8_t> codes(static_cast<size_t>(bits == 8 ? n : (n + 1) / 2));
+      std::vector<float> absmax(static_cast<size_t>(blocks)), back(static_cast<size_t>(n));
+      block_quantize<float>(values.data(), n, block, bits, codes.data(), absmax.data());
+      block_dequantize<float>(codes.data(), absmax.data(), n, block, bits, back.data());
+      std::vector<float> out(codes.begin(), codes.end());
+      out.insert(out.end(), absmax.begin(), absmax.end());
+      out.insert(out.end(), back.begin(), back.end());
+      return out;
+    });
+    require_bitwise(expected, actual, bits == 8 ? "int8 block quantization" : "int4 block quantization");
+  }
 }
