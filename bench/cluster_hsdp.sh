@@ -9,7 +9,8 @@
 #   fsdp-tp2    tensor parallel within each host (--tp 2), full shard of each
 #               rank's split across the hosts
 # Prints per run: ms/step (median of the slowest rank), the bytes the hosts sent
-# each other per step (their eth0 counters), the bytes the sharding theory gives
+# each other per step (their eth0 counters), the bytes dtr counted across hosts
+# (mesh::CommStats: a ring's volume, summed over the ranks), the bytes the sharding theory gives
 # for that traffic, and the share of the time that traffic takes at RATE which
 # the step hides behind compute: 1 - (step at RATE - step unshaped) / (bytes / RATE).
 # Needs root (namespaces); as root run on an idle machine.
@@ -30,14 +31,14 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_MCA_mpi_yield_when_idle=1
 
-# One run: prints "ms_per_step mib_between_hosts psi".
+# One run: prints "ms_per_step mib_between_hosts psi mib_counted_across_hosts".
 run() {  # run RATE VARIANT
   local args=()
   [[ $1 == unshaped ]] || args=(--rate "$1")
   "$repo/scripts/cluster/cluster.sh" run 2 "${args[@]}" -- \
     "$repo/scripts/cluster/mpirun.sh" -np 4 "$bench" "${model[@]}" ${variants[$2]} >"$out/$1.$2.log" 2>&1
   awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /Psi_tp = / { psi = $8 } /^Between hosts/ { mib = $(NF-4) }
-       END { print ms, mib, psi }' "$out/$1.$2.log"
+       /^Counted by dtr/ { counted = $(NF-10) } END { print ms, mib, psi, counted }' "$out/$1.$2.log"
 }
 
 bits_per_second() {  # 10gbit -> 1e10
@@ -54,7 +55,7 @@ echo "dtr FSDP vs HSDP vs FSDP x TP across 2 simulated hosts x 2 ranks: ${model[
 echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 declare -A base
 for v in "${order[@]}"; do
-  read -r ms mib psi < <(run unshaped "$v")
+  read -r ms mib psi counted < <(run unshaped "$v")
   base[$v]=$ms
   echo "unshaped $v: $ms ms/step, $mib MiB/step between hosts"
 done
@@ -76,21 +77,22 @@ theory() {  # theory VARIANT PSI -> MiB
     fsdp-tp2) echo "3 * $2 / 2 * 4 * 4 / 1048576" | bc -l ;;
   esac
 }
-printf '\n| link between hosts | variant | ms/step | MiB/step between hosts | theory MiB | hidden share |\n'
-printf '|---|---|---|---|---|---|\n'
+printf '\n| link between hosts | variant | ms/step | MiB/step between hosts | counted by dtr MiB | theory MiB | hidden share |\n'
+printf '|---|---|---|---|---|---|---|\n'
 for v in "${order[@]}"; do
-  read -r ms mib psi < <(awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /Psi_tp = / { psi = $8 } /^Between hosts/ { mib = $(NF-4) }
-                               END { print ms, mib, psi }' "$out/unshaped.$v.log")
-  printf '| unshaped (veth) | %s | %s | %s | %.2f | - |\n' "$v" "$ms" "$mib" "$(theory "$v" "$psi")"
+  read -r ms mib psi counted < <(awk '/^ *FSDP \|/ { ms = $3 } /^Psi = / { psi = $3 } /Psi_tp = / { psi = $8 }
+                                       /^Between hosts/ { mib = $(NF-4) } /^Counted by dtr/ { counted = $(NF-10) }
+                                       END { print ms, mib, psi, counted }' "$out/unshaped.$v.log")
+  printf '| unshaped (veth) | %s | %s | %s | %s | %.2f | - |\n' "$v" "$ms" "$mib" "$counted" "$(theory "$v" "$psi")"
 done
 for rate in "${rates[@]}"; do
   bps=$(bits_per_second "$rate")
   for v in "${order[@]}"; do
-    read -r ms mib psi < <(run "$rate" "$v")
+    read -r ms mib psi counted < <(run "$rate" "$v")
     hidden=$(echo "wire = $mib * 1048576 * 8 / $bps * 1000; e = $ms - ${base[$v]}; if (wire > 0) 1 - e / wire else 0" | bc -l)
     # Outside [0, 1] the difference of two step times is within their noise.
     share=$(echo "$hidden * 100" | bc -l)
     if [[ $(echo "$hidden < 0 || $hidden > 1" | bc -l) -eq 1 ]]; then share="n/a (noise)"; else share=$(printf '%.0f%%' "$share"); fi
-    printf '| %s | %s | %s | %s | %.2f | %s |\n' "$rate" "$v" "$ms" "$mib" "$(theory "$v" "$psi")" "$share"
+    printf '| %s | %s | %s | %s | %s | %.2f | %s |\n' "$rate" "$v" "$ms" "$mib" "$counted" "$(theory "$v" "$psi")" "$share"
   done
 done

@@ -375,6 +375,31 @@ void print_memory(const char* title, const Result& r, int64_t psi, int n_for_sta
 
 // Bytes the hosts of the job have sent on `interface` (its tx counter, read by
 // each host's first rank), summed over hosts; 0 when `interface` is empty. Collective.
+// What this rank sent in `groups` (distinct groups), by link class (mesh::CommStats).
+struct LinkBytes {
+  int64_t within = 0, across = 0;
+  LinkBytes operator-(const LinkBytes& o) const { return {within - o.within, across - o.across}; }
+};
+
+LinkBytes link_bytes(const std::vector<dtr::mesh::ProcessGroupPtr>& groups) {
+  LinkBytes b;
+  std::vector<const dtr::mesh::ProcessGroup*> seen;
+  for (const auto& g : groups) {
+    if (std::find(seen.begin(), seen.end(), g.get()) != seen.end()) continue;
+    seen.push_back(g.get());
+    const dtr::mesh::CommStats s = g->stats();
+    b.within += s.sent_within_host;
+    b.across += s.sent_across_hosts;
+  }
+  return b;
+}
+
+LinkBytes all_ranks(LinkBytes mine) {
+  int64_t v[2] = {mine.within, mine.across};
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return {v[0], v[1]};
+}
+
 int64_t hosts_sent_bytes(const std::string& interface) {
   if (interface.empty()) return 0;
   int64_t mine = 0;
@@ -541,13 +566,18 @@ int main(int argc, char** argv) {
   // 1. FSDP alone: step time, communication, memory.
   Trainer fsdp_trainer(model, opt);
   const mesh::ProcessGroupPtr group = root.mesh().group(root.mesh().ndim() - 1);  // the shard dim
+  std::vector<mesh::ProcessGroupPtr> job_groups = {distributed::world_group()};
+  for (int d = 0; d < dp_mesh.ndim(); ++d) job_groups.push_back(dp_mesh.group(d));
+  if (g_loss_mesh.defined()) job_groups.push_back(g_loss_mesh.group(0));
   for (int i = 0; i < opt.warmup; ++i) fsdp_trainer.step();  // the first allocates the optimizer state
   MPI_Barrier(MPI_COMM_WORLD);
   group->reset_stats();
   reset_peak_memory_stats(Device::cpu());
   const int64_t sent_before = hosts_sent_bytes(opt.count_interface);
+  const LinkBytes counted_before = link_bytes(job_groups);
   Result sharded = time_steps({&fsdp_trainer}, opt.steps)[0];
   const int64_t sent_per_step = (hosts_sent_bytes(opt.count_interface) - sent_before) / opt.steps;
+  const LinkBytes counted = all_ranks(link_bytes(job_groups) - counted_before);
   sharded.comm = group->stats();
   sharded.group_name = group->name();
   sharded.memory = memory_stats(Device::cpu());
@@ -671,6 +701,9 @@ int main(int argc, char** argv) {
       fmt::print("\nBetween hosts ({} tx of each host, summed): {:.3f} MiB per timed step\n", opt.count_interface,
                  mib(static_cast<double>(sent_per_step)));
     }
+    fmt::print("Counted by dtr (CommStats sent_*: a ring's volume, all ranks' groups): {:.3f} MiB across hosts, "
+               "{:.3f} MiB within hosts per timed step\n",
+               mib(static_cast<double>(counted.across) / steps), mib(static_cast<double>(counted.within) / steps));
   }
   if (opt.profile_overhead) profile_overhead(fsdp_trainer, opt.steps);
   print_memory("FSDP memory per rank", sharded, psi_tp, static_cast<int>(dp_size), opt.tp > 1 ? "16*Psi_tp/N_dp" : "16*Psi/N");

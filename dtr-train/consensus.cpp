@@ -44,11 +44,19 @@ double all_reduce_avg(const mesh::ProcessGroupPtr& group, double value) {
   return t.item();
 }
 
-StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_loss, int signal) {
-  Tensor t = from_vector(std::vector<double>{local_loss, static_cast<double>(signal)}, {2});
+StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_loss, int signal,
+                             int64_t sent_within_host, int64_t sent_across_hosts) {
+  // Byte counts as doubles: exact below 2^53.
+  Tensor t = from_vector(std::vector<double>{local_loss, static_cast<double>(signal),
+                                             static_cast<double>(sent_within_host),
+                                             static_cast<double>(sent_across_hosts)},
+                         {4});
   group->all_reduce(t, mesh::ReduceOp::sum())->wait();
   const std::vector<double> v = t.to_vector<double>();
-  return {v[0] / static_cast<double>(group->size()), v[1] > 0};
+  return {.loss = v[0] / static_cast<double>(group->size()),
+          .stop = v[1] > 0,
+          .sent_within_host = static_cast<int64_t>(v[2]),
+          .sent_across_hosts = static_cast<int64_t>(v[3])};
 }
 
 RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group, Device device) {

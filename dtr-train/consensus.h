@@ -19,13 +19,17 @@ bool failed_on_any_rank(const mesh::ProcessGroupPtr& group, const char* what, co
 // The mean of `value` over the ranks.
 double all_reduce_avg(const mesh::ProcessGroupPtr& group, double value);
 
-// The step's loss averaged over the ranks, and whether any rank has a stop signal
-// pending: one all-reduce (sum) of {loss, signal number}.
+// The step's loss averaged over the ranks, whether any rank has a stop signal
+// pending, and the bytes all ranks sent within their hosts and across hosts
+// since their previous counts: one all-reduce (sum) of {loss, signal number,
+// bytes within, bytes across}.
 struct StepConsensus {
   double loss = 0;
   bool stop = false;
+  int64_t sent_within_host = 0, sent_across_hosts = 0;
 };
-StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_loss, int signal);
+StepConsensus step_consensus(const mesh::ProcessGroupPtr& group, double local_loss, int signal,
+                             int64_t sent_within_host = 0, int64_t sent_across_hosts = 0);
 
 // Every rank's peak bytes by memory tag on `device`.
 RankPeaks gather_peaks(const mesh::ProcessGroupPtr& group, Device device);

@@ -56,7 +56,9 @@ void MetricsWriter::write(const StepRecord& r) {
                       {"step_seconds", r.step_seconds},
                       {"elapsed_seconds", r.elapsed_seconds},
                       {"tokens_per_second", r.tokens_per_second},
-                      {"flops_per_second", r.flops_per_second}};
+                      {"flops_per_second", r.flops_per_second},
+                      {"comm_bytes_within_host", r.comm_bytes_within_host},
+                      {"comm_bytes_across_hosts", r.comm_bytes_across_hosts}};
   if (r.val_loss) j["val_loss"] = *r.val_loss;
   if (!r.samples.empty()) j["samples"] = r.samples;
   if (r.mfu) j["mfu"] = *r.mfu;

@@ -37,6 +37,9 @@ struct StepRecord {
   double flops_per_second = 0;
   std::optional<double> mfu;  // on a GPU: flops_per_second / the GPU's peak
   bool skipped = false;       // --on-nonfinite skip dropped this step's update
+  // Bytes all ranks sent in this step's collectives, within their hosts and across
+  // hosts (mesh::CommStats::sent_*: a ring's volume, not a measurement).
+  int64_t comm_bytes_within_host = 0, comm_bytes_across_hosts = 0;
   std::vector<int64_t> samples;  // --log-samples: the global batch's sample indices, every rank's in rank order
 };
 

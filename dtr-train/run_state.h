@@ -58,6 +58,10 @@ struct Run {
   int64_t num_params = 0;
   mesh::DeviceMesh dp_mesh;
   std::optional<mesh::DeviceMesh> tp_mesh;  // --tp > 1
+  // The job's process groups (the world and each mesh dim's), whose bytes the
+  // metrics count, and this rank's totals at the last count.
+  std::vector<mesh::ProcessGroupPtr> comm_groups;
+  int64_t counted_within_host = 0, counted_across_hosts = 0;
   std::optional<fsdp::FSDPModule> root;
   std::vector<nn::Parameter> params;
   std::optional<nn::optim::FusedAdamW> opt;

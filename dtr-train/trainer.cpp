@@ -240,6 +240,12 @@ void build_model(Run& r) {
   r.dp_mesh = c.tp == 1 ? mesh
               : c.hsdp  ? mesh[std::vector<std::string>{"replicate", "shard"}]
                         : mesh["dp"];
+  r.comm_groups = {r.world};
+  for (int d = 0; d < mesh.ndim(); ++d) {
+    if (std::find(r.comm_groups.begin(), r.comm_groups.end(), mesh.group(d)) == r.comm_groups.end()) {
+      r.comm_groups.push_back(mesh.group(d));
+    }
+  }
   // Mixed precision's reduce dtype applies to the tensor-parallel gradient all-reduces too.
   if (c.tp > 1) {
     r.tp_mesh = mesh["tp"];

@@ -7,6 +7,9 @@
 # of FSDP over 4 ranks up to rounding too. With --tp 2 each host is one
 # tensor-parallel group and FSDP shards across the hosts: the losses equal those of
 # --tp 2 on one host bit for bit (a sum over 2 ranks is the same in either order).
+# The bytes metrics.jsonl counts per step (steps 2-12) are the same in all on one
+# host and across hosts, none across hosts on one host, and across hosts fewer
+# with --hsdp and with --tp 2 than with FSDP over the 4 ranks.
 #   across_hosts_test.sh DTR_TRAIN OUT_DIR MPIEXEC [MPIRUN_FLAGS...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,5 +43,23 @@ cmp <(losses "$out/tp_one_host/metrics.jsonl") <(losses "$out/tp/metrics.jsonl")
   { echo "FAIL: --tp 2 across 2 hosts: the losses differ from --tp 2 on one host" >&2;
     paste <(losses "$out/tp_one_host/metrics.jsonl") <(losses "$out/tp/metrics.jsonl") >&2; exit 1; }
 [[ $(losses "$out/tp/metrics.jsonl" | wc -l) -eq 12 ]] || { echo "FAIL: --tp 2 across hosts logged no 12 steps" >&2; exit 1; }
+# The bytes of steps 2-12 (step 1's count also holds the set-up's collectives).
+sent() {  # sent METRICS KEY -> the sum over steps 2-12
+  sed -nE "s/.*\"$2\":([0-9]+).*\"step\":([0-9]+).*/\2 \1/p" "$1" | awk '$1 > 1 { s += $2 } END { print s + 0 }'
+}
+within_one=$(sent "$out/one_host/metrics.jsonl" comm_bytes_within_host)
+across_one=$(sent "$out/one_host/metrics.jsonl" comm_bytes_across_hosts)
+within_two=$(sent "$out/two_hosts/metrics.jsonl" comm_bytes_within_host)
+across_two=$(sent "$out/two_hosts/metrics.jsonl" comm_bytes_across_hosts)
+across_hsdp=$(sent "$out/hsdp/metrics.jsonl" comm_bytes_across_hosts)
+across_tp=$(sent "$out/tp/metrics.jsonl" comm_bytes_across_hosts)
+echo "bytes sent in steps 2-12: one host $within_one within; two hosts $within_two within, $across_two across;" \
+  "across hosts --hsdp $across_hsdp, --tp 2 $across_tp"
+((within_one > 0 && across_one == 0)) || { echo "FAIL: one host counted $across_one B across hosts" >&2; exit 1; }
+((within_two + across_two == within_one)) ||
+  { echo "FAIL: the same job counted $((within_two + across_two)) B on two hosts, $within_one B on one" >&2; exit 1; }
+((across_two > 0 && across_hsdp < across_two && across_tp < across_two)) ||
+  { echo "FAIL: across hosts: FSDP $across_two B, --hsdp $across_hsdp B, --tp 2 $across_tp B" >&2; exit 1; }
 echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host within 1e-4, --hsdp too;" \
-  "--tp 2 (tensor parallel within a host, FSDP across) those of --tp 2 on one host bit for bit"
+  "--tp 2 (tensor parallel within a host, FSDP across) those of --tp 2 on one host bit for bit;" \
+  "the bytes across hosts are counted"

@@ -2,6 +2,7 @@
 
 #include "dtr/base/error.h"
 #include "dtr/mesh/debug_collectives.h"
+#include "dtr/mesh/distributed.h"
 #include "dtr/mesh/watchdog.h"
 
 #include <algorithm>
@@ -34,13 +35,49 @@ int64_t ProcessGroup::sequence() const {
 }
 
 CommStats ProcessGroup::stats() const {
+  // The members' hosts, read before taking the lock (host_of takes its own).
+  std::vector<int> hosts(global_ranks_.size(), 0);
+  if (distributed::is_initialized()) {
+    for (size_t i = 0; i < hosts.size(); ++i) hosts[i] = distributed::host_of(global_ranks_[i]);
+  }
+  const int k = size();
+  auto remote = [&](int peer) { return hosts[static_cast<size_t>(peer)] != hosts[static_cast<size_t>(rank_)]; };
   std::lock_guard lock(mutex_);
-  return stats_;
+  CommStats s = stats_;
+  auto add = [&s](int64_t bytes, bool across) { (across ? s.sent_across_hosts : s.sent_within_host) += bytes; };
+  if (k > 1) add(sent_to_next_, remote((rank_ + 1) % k));
+  int others_remote = 0;
+  for (int r = 0; r < k; ++r) others_remote += r != rank_ && remote(r) ? 1 : 0;
+  if (k > 1) {
+    const int64_t across = sent_to_all_others_ * others_remote / (k - 1);
+    add(across, true);
+    add(sent_to_all_others_ - across, false);
+  }
+  for (const auto& [peer, bytes] : sent_to_peer_) add(bytes, remote(peer));
+  return s;
 }
 
 void ProcessGroup::reset_stats() {
   std::lock_guard lock(mutex_);
   stats_ = {};
+  sent_to_next_ = 0;
+  sent_to_all_others_ = 0;
+  sent_to_peer_.clear();
+}
+
+void ProcessGroup::count_sent(const CollectiveCall& call, int64_t payload_bytes) {
+  const int64_t k = size();
+  switch (call.kind) {
+    case CollectiveKind::all_gather: sent_to_next_ += (k - 1) * payload_bytes; break;
+    case CollectiveKind::reduce_scatter: sent_to_next_ += (k - 1) * payload_bytes / k; break;
+    case CollectiveKind::all_reduce: sent_to_next_ += 2 * (k - 1) * payload_bytes / k; break;
+    case CollectiveKind::broadcast:
+      if ((rank_ - call.root + k) % k != k - 1) sent_to_next_ += payload_bytes;
+      break;
+    case CollectiveKind::all_to_all: sent_to_all_others_ += (k - 1) * payload_bytes / k; break;
+    case CollectiveKind::send: sent_to_peer_[call.root] += payload_bytes; break;
+    default: break;  // recv and barrier send no payload
+  }
 }
 
 namespace {
@@ -80,6 +117,7 @@ CollectiveCall ProcessGroup::begin_collective(profiler::Span& span, CollectiveCa
     span.arg("seq", call.sequence);
     stats_.calls[static_cast<int>(kind)] += 1;
     stats_.bytes[static_cast<int>(kind)] += payload_bytes;
+    count_sent(call, payload_bytes);
   }
   if (debug_collectives() && kind != CollectiveKind::send && kind != CollectiveKind::recv) {
     std::vector<CollectiveCall> calls = exchange_calls(call);

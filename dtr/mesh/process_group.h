@@ -26,6 +26,7 @@
 #include "dtr/tensor/tensor.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -158,10 +159,17 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string name_;
   const char* profile_name_;  // name_, interned for the profiler's events
 
+  // What begin_collective counts towards CommStats::sent_*: the ring model's
+  // bytes to the next rank, all_to_all's shares for the others, sends by peer.
+  void count_sent(const CollectiveCall& call, int64_t payload_bytes);
+
   mutable std::mutex mutex_;  // guards the fields below
   int64_t sequence_ = 0;
   int64_t p2p_sequence_ = 0;
   CommStats stats_;
+  int64_t sent_to_next_ = 0;
+  int64_t sent_to_all_others_ = 0;
+  std::map<int, int64_t> sent_to_peer_;
   bool coalescing_ = false;
   std::vector<WorkPtr> coalesced_;
 };

@@ -2,6 +2,7 @@
 // Rank r contributes values computed from r, so every expected result is a closed
 // form evaluated here, independently of the code under test.
 #include "dtr/mesh/debug_collectives.h"
+#include "dtr/mesh/distributed.h"
 #include "dtr/mesh/process_group.h"
 #include "tests/support/collective_expectations.h"
 #include "tests/support/mpi_test_util.h"
@@ -464,6 +465,45 @@ TEST_CASE("sequence numbers and byte counters count every collective") {
   REQUIRE(stats.calls_of(mesh::CollectiveKind::all_gather) == 2);
   REQUIRE(stats.bytes_of(mesh::CollectiveKind::all_gather) == 2 * 16 * 2);
   REQUIRE(stats.bytes_of(mesh::CollectiveKind::reduce_scatter) == 16 * 2 * pg->size());
+}
+
+TEST_CASE("bytes sent are counted by the link they cross, as a ring in rank order would send them") {
+  auto pg = world();
+  const int k = pg->size(), r = pg->rank();
+  pg->barrier()->wait();
+  pg->reset_stats();
+  Tensor shard = empty({16}, {.dtype = DType::bf16});                 // 32 B
+  Tensor gathered = empty({16 * k}, {.dtype = DType::bf16});          // 32 k B
+  pg->all_gather_into_tensor(gathered, shard)->wait();                // (k - 1) x 32 to the next rank
+  pg->reduce_scatter_tensor(shard, gathered)->wait();                 // (k - 1) / k x 32 k
+  Tensor summed = full({8 * k}, 1.0, {.dtype = DType::f64});          // 64 k B
+  pg->all_reduce(summed)->wait();                                     // 2 (k - 1) / k x 64 k
+  Tensor broadcast = full({4}, 2.0f);                                 // 16 B, all but the ring's last rank
+  pg->broadcast(broadcast, 0)->wait();
+  Tensor to_all = full({4 * k}, 3.0f), from_all = empty({4 * k});     // 16 B to each other rank
+  pg->all_to_all_single(from_all, to_all)->wait();
+  Tensor message = full({6}, 4.0f);                                   // 24 B, rank 0 to the last
+  if (k > 1 && r == 0) pg->send(message, k - 1)->wait();
+  if (k > 1 && r == k - 1) pg->recv(message, 0)->wait();
+  // The same sums, by hand, from the hosts of this rank and its peers.
+  const auto host = [&](int rank) { return distributed::host_of(pg->global_ranks()[static_cast<size_t>(rank)]); };
+  int64_t want_within = 0, want_across = 0;
+  auto add = [&](int peer, int64_t bytes) { (host(peer) == host(r) ? want_within : want_across) += bytes; };
+  if (k > 1) {
+    const int next = (r + 1) % k;
+    add(next, (k - 1) * 32 + (k - 1) * 32 + 2 * (k - 1) * 64);
+    if (r != k - 1) add(next, 16);
+    for (int peer = 0; peer < k; ++peer) {
+      if (peer != r) add(peer, 16);
+    }
+    if (r == 0) add(k - 1, 24);
+  }
+  const mesh::CommStats stats = pg->stats();
+  CHECK(stats.sent_within_host == want_within);
+  CHECK(stats.sent_across_hosts == want_across);
+  if (distributed::num_hosts() == 1) CHECK(stats.sent_across_hosts == 0);
+  pg->reset_stats();
+  CHECK(pg->stats().sent_within_host == 0);
 }
 
 TEST_CASE("sub-groups: a group of the even ranks and a split by parity reduce among their members") {
