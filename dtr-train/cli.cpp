@@ -25,10 +25,10 @@ struct BadFlag : std::runtime_error {
 
 [[noreturn]] void bad(const std::string& message) { throw BadFlag(message); }
 
-bool parse_switch(const std::string& flag, const std::string& value) {
+bool parse_switch(const std::string& flag, const std::string& value, const char* expected = "on/off or true/false") {
   if (value == "on" || value == "true" || value == "1" || value == "yes") return true;
   if (value == "off" || value == "false" || value == "0" || value == "no") return false;
-  bad(fmt::format("{} must be on/off or true/false, got '{}'", flag, value));
+  bad(fmt::format("{} must be {}, got '{}'", flag, expected, value));
 }
 
 // The flags with a fixed set of values, as typed; validate() parses each into
@@ -218,7 +218,13 @@ void validate_reporting(TrainConfig& c, const ChoiceText& text) {
 // number flags' own ranges were checked by the parser already, also in that order.)
 void validate(TrainConfig& c, const ChoiceText& text, int world_size) {
   c.activation_checkpointing = parse_switch("--activation-checkpointing", text.activation_checkpointing);
-  c.reshard_after_forward = parse_switch("--reshard-after-forward", text.reshard_after_forward);
+  c.reshard_to_host = text.reshard_after_forward == "host";
+  c.reshard_after_forward =
+      c.reshard_to_host || parse_switch("--reshard-after-forward", text.reshard_after_forward, "true, false or host");
+  if (c.reshard_to_host && c.estimate_only) {
+    bad("--estimate-only does not model --reshard-after-forward host (each block keeps a host-local shard after "
+        "forward); estimate with true, and add a 1/(ranks per host) part of each block's unsharded size");
+  }
   c.final_checkpoint = !text.no_final_checkpoint;
   validate_batch(c, world_size);
   validate_paths(c, text);
@@ -269,7 +275,8 @@ void add_training_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
   app.add_option("--activation-checkpointing", text.activation_checkpointing,
                  "on | off: recompute each block's forward in backward");
   app.add_option("--reshard-after-forward", text.reshard_after_forward,
-                 "true | false: free gathered block parameters after forward");
+                 "true | false | host: free gathered block parameters after forward, keep them, or keep a "
+                 "host-local shard (hpZ: backward all-gathers within each host)");
   app.add_flag("--hsdp", c.hsdp,
                "HSDP over the hosts: shard within each host, replicate across hosts (a (hosts, ranks per host) "
                "mesh; the hosts must hold equal blocks of consecutive ranks); default: shard over all ranks");

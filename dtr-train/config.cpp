@@ -250,6 +250,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"device", to_string(c.device)},
           {"activation_checkpointing", c.activation_checkpointing},
           {"reshard_after_forward", c.reshard_after_forward},
+          {"reshard_to_host", c.reshard_to_host},
           {"hsdp", c.hsdp},
           {"tp", c.tp},
           {"sequence_parallel", c.sequence_parallel},

@@ -120,6 +120,7 @@ struct TrainConfig {
   double peak_tflops = 989;         // for MFU on cuda: the GPU's dense bf16 peak (H100 SXM: 989)
   bool activation_checkpointing = false;
   bool reshard_after_forward = true;
+  bool reshard_to_host = false;     // "host": blocks keep a host-local shard after forward (hpZ)
   bool hsdp = false;                // shard within each host, replicate across hosts (mesh::init_hsdp_mesh)
   int64_t tp = 1;                   // tensor-parallel ranks, within a host; the others shard data and parameters
   bool sequence_parallel = false;   // --tp: activations between the blocks' projections split by sequence

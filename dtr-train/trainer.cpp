@@ -14,6 +14,7 @@
 #include "dtr/checkpoint/hf_config.h"
 #include "dtr/checkpoint/hf_weights.h"
 #include "dtr/dtensor/shard_collectives.h"
+#include "dtr/fsdp/reshard_after_forward.h"
 #include "dtr/fsdp/summary.h"
 #include "dtr/kernels/cpu/cpu_level.h"
 #include "dtr/mesh/distributed.h"
@@ -35,6 +36,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <variant>
 
 namespace dtr::train {
 
@@ -251,8 +253,12 @@ void build_model(Run& r) {
     r.tp_mesh = mesh["tp"];
     nn::tensor_parallel::parallelize_transformer(*r.model, *r.tp_mesh, tensor_parallel_plan(c, mp.reduce_dtype));
   }
+  // --reshard-after-forward host: the post-forward groups are the ranks of the
+  // shard dim on one host (hpZ).
+  std::variant<bool, int> reshard = c.reshard_after_forward;
+  if (c.reshard_to_host) reshard = fsdp::reshard_to_host_size(r.dp_mesh);
   for (auto& layer : r.model->layers()) {
-    fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = c.reshard_after_forward, .mp_policy = mp});
+    fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = reshard, .mp_policy = mp});
   }
   r.root.emplace(fsdp::fully_shard(*r.model, {.mesh = r.dp_mesh, .mp_policy = mp}));
   r.model->to_empty(r.device);
@@ -319,6 +325,15 @@ void write_resolved_config(const Run& r) {
 }
 
 // The run's first lines: model, mesh, data, batch, optimizer and output.
+// "true", "false", or with --reshard-after-forward host "host (hpZ: blocks keep
+// 1/2 after forward, backward all-gathers within each host)".
+std::string reshard_description(const Run& r) {
+  if (!r.c.reshard_to_host) return r.c.reshard_after_forward ? "true" : "false";
+  const int k = fsdp::reshard_to_host_size(r.dp_mesh), n = static_cast<int>(r.dp_mesh.size(r.dp_mesh.ndim() - 1));
+  if (k == n) return fmt::format("host (the {} ranks of the shard dim share one host: a full reshard)", n);
+  return fmt::format("host (hpZ: blocks keep 1/{} after forward, backward all-gathers within each host)", k);
+}
+
 void print_banner(const Run& r) {
   const TrainConfig& c = r.c;
   const nn::TransformerConfig& m = r.s.model;
@@ -331,7 +346,7 @@ void print_banner(const Run& r) {
              c.world_size, hosts_and_mesh(r.dp_mesh, c), r.s.data->name(), r.s.train->size(), r.s.val->size(),
              m.vocab_size, c.steps, c.global_batch, c.seq_len, c.micro_batch, c.grad_accum, c.lr,
              to_string(c.schedule), c.warmup, to_string(c.mixed_precision),
-             c.activation_checkpointing ? "on" : "off", c.reshard_after_forward,
+             c.activation_checkpointing ? "on" : "off", reshard_description(r),
              kernels::cpu::cpu_level_description(), r.out_dir.string());
   std::fflush(stdout);
 }

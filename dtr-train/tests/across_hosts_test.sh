@@ -43,6 +43,15 @@ cmp <(losses "$out/tp_one_host/metrics.jsonl") <(losses "$out/tp/metrics.jsonl")
   { echo "FAIL: --tp 2 across 2 hosts: the losses differ from --tp 2 on one host" >&2;
     paste <(losses "$out/tp_one_host/metrics.jsonl") <(losses "$out/tp/metrics.jsonl") >&2; exit 1; }
 [[ $(losses "$out/tp/metrics.jsonl" | wc -l) -eq 12 ]] || { echo "FAIL: --tp 2 across hosts logged no 12 steps" >&2; exit 1; }
+# --reshard-after-forward host (hpZ): the backward all-gathers stay within each
+# host; the losses are FSDP's across the hosts bit for bit (all-gathers are exact).
+"$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" --reshard-after-forward host --out "$out/hpz" |
+  tee "$out/hpz.log"
+grep -q "reshard_after_forward host (hpZ: blocks keep 1/2 after forward, backward all-gathers within each host)" \
+  "$out/hpz.log" || { echo "FAIL: --reshard-after-forward host did not report a host-local shard" >&2; exit 1; }
+cmp <(losses "$out/two_hosts/metrics.jsonl") <(losses "$out/hpz/metrics.jsonl") ||
+  { echo "FAIL: --reshard-after-forward host: the losses differ from FSDP across the hosts" >&2; exit 1; }
+
 # The bytes of steps 2-12 (step 1's count also holds the set-up's collectives).
 sent() {  # sent METRICS KEY -> the sum over steps 2-12
   sed -nE "s/.*\"$2\":([0-9]+).*\"step\":([0-9]+).*/\2 \1/p" "$1" | awk '$1 > 1 { s += $2 } END { print s + 0 }'
@@ -53,13 +62,15 @@ within_two=$(sent "$out/two_hosts/metrics.jsonl" comm_bytes_within_host)
 across_two=$(sent "$out/two_hosts/metrics.jsonl" comm_bytes_across_hosts)
 across_hsdp=$(sent "$out/hsdp/metrics.jsonl" comm_bytes_across_hosts)
 across_tp=$(sent "$out/tp/metrics.jsonl" comm_bytes_across_hosts)
+across_hpz=$(sent "$out/hpz/metrics.jsonl" comm_bytes_across_hosts)
 echo "bytes sent in steps 2-12: one host $within_one within; two hosts $within_two within, $across_two across;" \
-  "across hosts --hsdp $across_hsdp, --tp 2 $across_tp"
+  "across hosts --hsdp $across_hsdp, --tp 2 $across_tp, --reshard-after-forward host $across_hpz"
 ((within_one > 0 && across_one == 0)) || { echo "FAIL: one host counted $across_one B across hosts" >&2; exit 1; }
 ((within_two + across_two == within_one)) ||
   { echo "FAIL: the same job counted $((within_two + across_two)) B on two hosts, $within_one B on one" >&2; exit 1; }
-((across_two > 0 && across_hsdp < across_two && across_tp < across_two)) ||
-  { echo "FAIL: across hosts: FSDP $across_two B, --hsdp $across_hsdp B, --tp 2 $across_tp B" >&2; exit 1; }
+((across_two > 0 && across_hsdp < across_two && across_tp < across_two && across_hpz < across_two)) ||
+  { echo "FAIL: across hosts: FSDP $across_two B, --hsdp $across_hsdp B, --tp 2 $across_tp B," \
+      "--reshard-after-forward host $across_hpz B" >&2; exit 1; }
 echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host within 1e-4, --hsdp too;" \
   "--tp 2 (tensor parallel within a host, FSDP across) those of --tp 2 on one host bit for bit;" \
-  "the bytes across hosts are counted"
+  "--reshard-after-forward host those of FSDP bit for bit; the bytes across hosts are counted"

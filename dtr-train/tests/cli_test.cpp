@@ -71,7 +71,13 @@ TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "
   expect_bad({"--schedule", "step"}, "--schedule");
   expect_bad({"--mixed-precision", "fp16"}, "--mixed-precision");
   expect_bad({"--activation-checkpointing", "sometimes"}, "--activation-checkpointing");
-  expect_bad({"--reshard-after-forward", "2"}, "--reshard-after-forward");
+  expect_bad({"--reshard-after-forward", "2"}, "--reshard-after-forward must be true, false or host, got '2'");
+  const auto host = parse_args({"--reshard-after-forward", "host"});
+  REQUIRE(host.config.has_value());
+  CHECK(host.config->reshard_after_forward);
+  CHECK(host.config->reshard_to_host);
+  expect_bad({"--reshard-after-forward", "host", "--estimate-only"},
+             "--estimate-only does not model --reshard-after-forward host");
   expect_bad({"--warmup", "500", "--steps", "100"}, "--warmup");
   expect_bad({"--lr", "0"}, "--lr");
   expect_bad({"--log-every", "0"}, "--log-every");

@@ -9,6 +9,12 @@
 //   k      keep this rank's 1/k of them; backward all-gathers over the k
 //          consecutive ranks of its post-forward group only (1 < k < mesh size;
 //          k = 1 is false, k = the mesh size is true)
+//
+// With k = reshard_to_host_size(mesh), the ranks of the shard dim on one host,
+// the post-forward groups are the hosts: after forward each rank keeps a
+// host-local secondary shard and backward's all-gathers never leave the host
+// (ZeRO++'s hpZ). The forward all-gather and the reduce-scatter still span the
+// hosts.
 #pragma once
 
 #include "dtr/mesh/device_mesh.h"
@@ -18,6 +24,13 @@
 #include <variant>
 
 namespace dtr::fsdp {
+
+// The ranks of the mesh's shard dim (its last) that share this rank's host: the
+// reshard_after_forward that keeps a host-local shard. Errors unless every host
+// holds the same number of consecutive ranks of that dim (the post-forward groups
+// are blocks of consecutive ranks), naming each rank's host. The whole dim when
+// distributed::init did not start the job (one host).
+int reshard_to_host_size(const mesh::DeviceMesh& mesh);
 
 class ReshardAfterForward {
  public:
