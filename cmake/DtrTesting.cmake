@@ -148,10 +148,18 @@ endfunction()
 # test with [#<file>]), hidden ones excluded; with NP4 also their [.np4] tests, which
 # need four ranks (named only for the files that have such tests: Catch2 fails a
 # run in which any part of the spec matches nothing).
-function(_dtr_mpi_spec out np4)
+# With CLUSTER, files with a test tagged [single_host] (what they check, such as
+# memory accounting, no host boundary changes) are left out.
+function(_dtr_mpi_spec out np4 cluster)
   set(spec)
   foreach(source IN LISTS ARGN)
     get_filename_component(file ${source} NAME_WE)
+    if(cluster)
+      file(STRINGS ${source} single_host REGEX "\\[single_host\\]")
+      if(single_host)
+        continue()
+      endif()
+    endif()
     list(APPEND spec "[#${file}]~[.]")
     if(np4)
       file(STRINGS ${source} np4_tests REGEX "\\[\\.np4\\]")
@@ -226,8 +234,9 @@ function(dtr_add_test_executables)
   list(REMOVE_DUPLICATES areas)
   foreach(area IN LISTS areas)
     get_property(files GLOBAL PROPERTY DTR_MPI_TEST_AREA_${area})
-    _dtr_mpi_spec(spec OFF ${files})
-    _dtr_mpi_spec(spec_np4 ON ${files})
+    _dtr_mpi_spec(spec OFF OFF ${files})
+    _dtr_mpi_spec(spec_np4 ON OFF ${files})
+    _dtr_mpi_spec(spec_cluster ON ON ${files})
     foreach(np 1 2 3 4)
       if(np EQUAL 4)
         set(run_spec "${spec_np4}")
@@ -245,7 +254,7 @@ function(dtr_add_test_executables)
     # 2x2 meshes then shard within a host and replicate across hosts (HSDP's layout).
     add_test(NAME cluster_${area}_2hosts_np4
       COMMAND ${PROJECT_SOURCE_DIR}/tests/cluster/on_cluster.sh 2 4 $<TARGET_FILE:dtr_mpi_tests>
-              --filenames-as-tags --warn NoTests "${spec_np4}")
+              --filenames-as-tags --warn NoTests "${spec_cluster}")
     set_tests_properties(cluster_${area}_2hosts_np4 PROPERTIES LABELS "cluster;${area}" TIMEOUT 600
       PROCESSORS 2 ENVIRONMENT "${mpi_env}" SKIP_RETURN_CODE 77)
   endforeach()

@@ -100,6 +100,15 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
     std::sort(others.rbegin(), others.rend());
     e.unsharded_peak = e.groups.back().unsharded_bytes;
     if (!others.empty()) e.unsharded_peak += others.front();
+    // reshard_after_forward = k: in the first block's backward the others still
+    // hold the pieces they kept after forward, and that block its own until the
+    // all-gather that reads it is done.
+    const int k = options.reshard_after_forward_ranks;
+    if (k > 1 && k < l.shard_ranks) {
+      DTR_CHECK(l.shard_ranks % k == 0, "estimate_memory: reshard_after_forward_ranks {} must divide the {} shard ranks",
+                k, l.shard_ranks);
+      for (const int64_t bytes : others) e.unsharded_peak += bytes / k;
+    }
   } else {
     for (auto& g : e.groups) e.unsharded_peak += g.unsharded_bytes;
   }

@@ -28,7 +28,9 @@
 //                   HSDP) the root group (kept through forward and backward) plus
 //                   the largest other group (one block is unsharded at a time: a
 //                   prefetched block's all-gather output is a comm buffer until it
-//                   is waited for); without it (SHARD_GRAD_OP, NO_SHARD) every
+//                   is waited for), plus with reshard_after_forward_ranks = k the
+//                   1/k every block keeps after forward (the block being gathered
+//                   holds its piece until the all-gather is done); without it (SHARD_GRAD_OP, NO_SHARD) every
 //                   group at the end of forward (NO_SHARD too: the unsharded
 //                   copies are separate from the shards); none over one
 //                   rank without a param_dtype cast (the groups compute on
@@ -62,6 +64,10 @@ struct MemoryEstimateOptions {
   // the world size is even, else 1.
   int hybrid_shard_size = 0;
   int rank = 0;  // whose shards (uneven splits: low ranks hold more)
+  // FULL_SHARD and HYBRID_SHARD with reshard_after_forward = k (1 < k < the shard
+  // ranks; fsdp::reshard_to_host_size for a host-local shard): every block keeps
+  // 1/k of its unsharded parameters from forward until its backward. 0: none.
+  int reshard_after_forward_ranks = 0;
   // Mixed precision (fully_shard's mp_policy): the all-gather / compute dtype.
   // Shards, gradients and optimizer state keep the parameters' dtype.
   std::optional<DType> param_dtype{};

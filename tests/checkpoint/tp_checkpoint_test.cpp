@@ -31,6 +31,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <utility>
 
 using namespace dtr;
 namespace ckpt = dtr::checkpoint;
@@ -109,6 +111,18 @@ void check_layout_round_trip(Layout from, const std::vector<Layout>& to, const s
   }
 }
 
+// The 2-D model and the unsharded one, each trained 2 steps from the same values.
+std::pair<std::shared_ptr<nn::Transformer>, std::shared_ptr<nn::Transformer>> trained_2d_and_plain() {
+  auto model = layout_model(Layout::fsdp_over_tp, 1), plain = layout_model(Layout::plain, 1);
+  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  nn::optim::AdamW plain_opt(plain->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    layout_step(*model, &opt, step);
+    layout_step(*plain, &plain_opt, step);
+  }
+  return {model, plain};
+}
+
 }  // namespace
 
 TEST_CASE("a tensor-parallel checkpoint loads under FSDP and unsharded", "[checkpoint][tensor_parallel]") {
@@ -126,13 +140,7 @@ TEST_CASE("a checkpoint of FSDP over tensor parallelism loads at every other lay
 }
 
 TEST_CASE("the full state dict of FSDP over tensor parallelism is the unsharded model's", "[checkpoint][tensor_parallel]") {
-  auto model = layout_model(Layout::fsdp_over_tp, 1), plain = layout_model(Layout::plain, 1);
-  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
-  nn::optim::AdamW plain_opt(plain->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
-  for (int step = 0; step < 2; ++step) {
-    layout_step(*model, &opt, step);
-    layout_step(*plain, &plain_opt, step);
-  }
+  auto [model, plain] = trained_2d_and_plain();
   const nn::StateDict full = ckpt::get_model_state_dict(*model, {.full_state_dict = true});
   const nn::StateDict want = ckpt::get_model_state_dict(*plain, {.full_state_dict = true});
   REQUIRE(full.size() == want.size());
@@ -155,13 +163,7 @@ TEST_CASE("the full state dict of FSDP over tensor parallelism is the unsharded 
 
 TEST_CASE("the Hugging Face export and safetensors of FSDP over tensor parallelism are the unsharded model's",
           "[checkpoint][tensor_parallel]") {
-  auto model = layout_model(Layout::fsdp_over_tp, 1), plain = layout_model(Layout::plain, 1);
-  nn::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
-  nn::optim::AdamW plain_opt(plain->parameters(), {.lr = 1e-2, .weight_decay = 0.1});
-  for (int step = 0; step < 2; ++step) {
-    layout_step(*model, &opt, step);
-    layout_step(*plain, &plain_opt, step);
-  }
+  auto [model, plain] = trained_2d_and_plain();
   const fs::path dir = dtr::testing::fresh_shared_dir("ckpt_layout_tests", "hf_2d");
   ckpt::save_hf_pretrained(*model, dir / "from_2d");
   ckpt::save_safetensors(*model, dir / "from_2d.safetensors");

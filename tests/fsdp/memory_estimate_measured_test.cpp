@@ -1,6 +1,7 @@
 // fsdp::estimate_memory against the allocator's tagged statistics at world sizes
 // 1-4, for a tiny and a small llama Transformer under FULL_SHARD, SHARD_GRAD_OP,
-// NO_SHARD, HYBRID_SHARD and bf16 mixed precision, with and without activation
+// NO_SHARD, HYBRID_SHARD, bf16 mixed precision and (at 4 ranks) blocks keeping
+// half their parameters after forward, with and without activation
 // checkpointing (and a small GPT-2-style one under FULL_SHARD, f32 and bf16):
 // parameters, gradients, optimizer state (current after a step),
 // the peak of unsharded parameters (param-tag peak above the shards) and the
@@ -16,6 +17,7 @@
 #include "dtr/tensor/allocator.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/nn.h"
+#include "tests/support/step_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -45,11 +47,10 @@ nn::TransformerConfig small_measured_config() {
   return c;
 }
 
-struct Measured {
-  int64_t params = 0, grads = 0, optimizer_state = 0, unsharded_peak = 0, activations = 0;
-};
+using dtr::testing::relative_to;
+using dtr::testing::StepMemory;
 
-Measured measure(const nn::TransformerConfig& config, const fsdp::MemoryEstimateOptions& o) {
+StepMemory measure(const nn::TransformerConfig& config, const fsdp::MemoryEstimateOptions& o) {
   const auto before = memory_stats(Device::cpu());
   manual_seed(3);
   auto model = std::make_shared<nn::Transformer>(config);
@@ -60,6 +61,7 @@ Measured measure(const nn::TransformerConfig& config, const fsdp::MemoryEstimate
   fsdp::FullyShardOptions base;
   base.mp_policy.param_dtype = o.param_dtype;
   auto options = fsdp::strategy_options(o.strategy, base, o.hybrid_shard_size);
+  if (o.reshard_after_forward_ranks > 1) options.reshard_after_forward = o.reshard_after_forward_ranks;
   auto policy = o.activation_checkpointing ? fsdp::module_type_policy<nn::CheckpointWrapper>()
                                            : fsdp::module_type_policy<nn::TransformerBlock>();
   fsdp::apply_fully_shard(*model, policy, options);
@@ -69,36 +71,14 @@ Measured measure(const nn::TransformerConfig& config, const fsdp::MemoryEstimate
   for (int64_t i = 0; i < o.batch_size * (T + 1); ++i) ids.push_back((i * 13 + distributed::rank()) % config.vocab_size);
   Tensor tokens = from_vector(ids, {o.batch_size, T + 1});
   Tensor inputs = tokens.narrow(1, 0, T).contiguous(), targets = tokens.narrow(1, 1, T).contiguous();
-  Measured m;
-  for (int step = 0; step < 2; ++step) {
-    reset_peak_memory_stats(Device::cpu());
-    const auto start = memory_stats(Device::cpu());
-    {
-      MemoryTagGuard tag(MemoryTag::activation);
-      Tensor loss = cross_entropy((*model)(inputs).reshape({-1, config.vocab_size}), targets.reshape({-1}));
-      loss.backward();
-    }
-    opt.step();
-    opt.zero_grad(/*set_to_none=*/false);
-    const auto after = memory_stats(Device::cpu());
-    m.unsharded_peak = after[MemoryTag::param].peak_bytes - start[MemoryTag::param].current_bytes;
-    m.activations = after[MemoryTag::activation].peak_bytes - start[MemoryTag::activation].current_bytes;
-  }
-  const auto after = memory_stats(Device::cpu());
-  auto grown = [&](MemoryTag tag) { return after[tag].current_bytes - before[tag].current_bytes; };
-  m.params = grown(MemoryTag::param);
-  m.grads = grown(MemoryTag::grad);
-  m.optimizer_state = grown(MemoryTag::optimizer_state);
-  return m;
-}
-
-double rel(int64_t got, int64_t expected) {
-  return std::abs(static_cast<double>(got - expected)) / static_cast<double>(std::max<int64_t>(expected, 1));
+  return dtr::testing::measure_step_memory(before, opt, [&] {
+    return cross_entropy((*model)(inputs).reshape({-1, config.vocab_size}), targets.reshape({-1}));
+  });
 }
 
 }  // namespace
 
-TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percent") {
+TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percent", "[single_host]") {
   const int n = distributed::world_size(), r = distributed::rank();
   const int hybrid = n % 2 == 0 ? 2 : 1;
   struct Case {
@@ -119,6 +99,12 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
       cases.push_back({name, config,
                        {.strategy = fsdp::ShardingStrategy::full_shard, .rank = r, .param_dtype = DType::bf16,
                         .batch_size = 2, .seq_len = T, .activation_checkpointing = ckpt}});
+      // Blocks keeping half of their parameters after forward (2 of 4 ranks: a host-local shard's layout), tiny.
+      if (n == 4 && config.dim == tiny_measured_config().dim) {
+        cases.push_back({name, config,
+                         {.strategy = fsdp::ShardingStrategy::full_shard, .rank = r, .reshard_after_forward_ranks = 2,
+                          .batch_size = 2, .seq_len = T, .activation_checkpointing = ckpt}});
+      }
     }
   }
   // GPT-2 style (LayerNorm, learned positions, GELU MLP), f32 and bf16.
@@ -138,9 +124,12 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
     const fsdp::MemoryEstimate e =
         fsdp::estimate_memory(meta_model, fsdp::module_type_policy<nn::TransformerBlock>(), n, c.options,
                               std::bind_front(nn::estimate_activation_bytes, c.config));
-    const Measured m = measure(c.config, c.options);
-    const std::string label = fmt::format("{} {}{}{}", c.name, e.strategy, c.options.param_dtype ? " bf16" : "",
-                                          c.options.activation_checkpointing ? " ckpt" : "");
+    const StepMemory m = measure(c.config, c.options);
+    const std::string label = fmt::format(
+        "{} {}{}{}{}", c.name, e.strategy, c.options.param_dtype ? " bf16" : "",
+        c.options.activation_checkpointing ? " ckpt" : "",
+        c.options.reshard_after_forward_ranks > 1 ? fmt::format(" keeping 1/{}", c.options.reshard_after_forward_ranks)
+                                                  : "");
     INFO(label);
     if (r == 0) {
       fmt::print(stderr, "{} at {} ranks: params {}/{} grads {}/{} optim {}/{} unsharded {}/{} activations {}/{} "
@@ -152,8 +141,8 @@ TEST_CASE("estimate_memory predicts the measured per-rank bytes within 10 percen
     CHECK(e.params == m.params);
     CHECK(e.grads == m.grads);
     CHECK(e.optimizer_state == m.optimizer_state);
-    CHECK(rel(e.unsharded_peak, m.unsharded_peak) <= 0.10);
-    CHECK(rel(e.state() + e.unsharded_peak, m.params + m.grads + m.optimizer_state + m.unsharded_peak) <= 0.10);
-    CHECK(rel(e.activations, m.activations) <= 0.10);
+    CHECK(relative_to(e.unsharded_peak, m.unsharded_peak) <= 0.10);
+    CHECK(relative_to(e.state() + e.unsharded_peak, m.params + m.grads + m.optimizer_state + m.unsharded_peak) <= 0.10);
+    CHECK(relative_to(e.activations, m.activations) <= 0.10);
   }
 }

@@ -24,6 +24,7 @@
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/random.h"
+#include "tests/support/step_memory.h"
 
 #include <catch2/catch.hpp>
 
@@ -56,13 +57,9 @@ struct TpEstimateCase {
   bool checkpointing = false;
 };
 
-struct TpMeasured {
-  int64_t params = 0, grads = 0, optimizer_state = 0, unsharded_peak = 0, activations = 0;
-};
-
 constexpr int64_t kTpEstimateBatch = 2;
 
-TpMeasured tp_measure(const TpEstimateCase& c, const mesh::DeviceMesh& world) {
+dtr::testing::StepMemory tp_measure(const TpEstimateCase& c, const mesh::DeviceMesh& world) {
   const auto before = memory_stats(Device::cpu());
   manual_seed(3);
   auto model = std::make_shared<nn::Transformer>(c.config);
@@ -83,39 +80,18 @@ TpMeasured tp_measure(const TpEstimateCase& c, const mesh::DeviceMesh& world) {
   for (int64_t i = 0; i < kTpEstimateBatch * (T + 1); ++i) ids.push_back((i * 13 + world["dp"].coordinate(0)) % V);
   Tensor tokens = from_vector(ids, {kTpEstimateBatch, T + 1});
   Tensor inputs = tokens.narrow(1, 0, T).contiguous(), targets = tokens.narrow(1, 1, T).contiguous().reshape({-1});
-  TpMeasured m;
-  for (int step = 0; step < 2; ++step) {
-    reset_peak_memory_stats(Device::cpu());
-    const auto start = memory_stats(Device::cpu());
-    {
-      MemoryTagGuard tag(MemoryTag::activation);
-      Tensor logits = (*model)(inputs);
-      Tensor rows = logits.reshape({-1, logits.size(-1)});
-      Tensor loss = c.plan.loss_parallel ? tp::vocab_parallel_cross_entropy(rows, targets, tp_mesh, V)
-                                         : cross_entropy(rows, targets);
-      loss.backward();
-    }
-    opt.step();
-    opt.zero_grad(/*set_to_none=*/false);
-    const auto after = memory_stats(Device::cpu());
-    m.unsharded_peak = after[MemoryTag::param].peak_bytes - start[MemoryTag::param].current_bytes;
-    m.activations = after[MemoryTag::activation].peak_bytes - start[MemoryTag::activation].current_bytes;
-  }
-  const auto after = memory_stats(Device::cpu());
-  auto grown = [&](MemoryTag tag) { return after[tag].current_bytes - before[tag].current_bytes; };
-  m.params = grown(MemoryTag::param);
-  m.grads = grown(MemoryTag::grad);
-  m.optimizer_state = grown(MemoryTag::optimizer_state);
-  return m;
-}
-
-double tp_rel(int64_t got, int64_t expected) {
-  return std::abs(static_cast<double>(got - expected)) / static_cast<double>(std::max<int64_t>(expected, 1));
+  return dtr::testing::measure_step_memory(before, opt, [&] {
+    Tensor logits = (*model)(inputs);
+    Tensor rows = logits.reshape({-1, logits.size(-1)});
+    return c.plan.loss_parallel ? tp::vocab_parallel_cross_entropy(rows, targets, tp_mesh, V)
+                                : cross_entropy(rows, targets);
+  });
 }
 
 }  // namespace
 
-TEST_CASE("estimate_memory predicts FSDP over tensor parallelism within 10 percent", "[fsdp][tensor_parallel]") {
+TEST_CASE("estimate_memory predicts FSDP over tensor parallelism within 10 percent",
+          "[fsdp][tensor_parallel][single_host]") {
   const int64_t n = distributed::world_size(), t = n % 2 == 0 ? 2 : n;
   if (t == 1) return;  // no tensor-parallel group at 1 rank
   const auto world = mesh::init_device_mesh(DeviceType::cpu, {n / t, t}, {"dp", "tp"});
@@ -148,7 +124,7 @@ TEST_CASE("estimate_memory predicts FSDP over tensor parallelism within 10 perce
         [&](int64_t batch, int64_t seq, std::optional<DType> dtype, bool ckpt) {
           return nn::estimate_tensor_parallel_activation_bytes(c.config, t, c.plan, batch, seq, dtype, ckpt);
         });
-    const TpMeasured m = tp_measure(c, world);
+    const dtr::testing::StepMemory m = tp_measure(c, world);
     const std::string label = fmt::format("{}{}{} at {} x {}", c.name, c.param_dtype ? " bf16" : "",
                                           c.checkpointing ? " ckpt" : "", n / t, t);
     INFO(label);
@@ -161,7 +137,7 @@ TEST_CASE("estimate_memory predicts FSDP over tensor parallelism within 10 perce
     CHECK(e.params == m.params);
     CHECK(e.grads == m.grads);
     CHECK(e.optimizer_state == m.optimizer_state);
-    CHECK(tp_rel(e.unsharded_peak, m.unsharded_peak) <= 0.10);
-    CHECK(tp_rel(e.activations, m.activations) <= 0.10);
+    CHECK(dtr::testing::relative_to(e.unsharded_peak, m.unsharded_peak) <= 0.10);
+    CHECK(dtr::testing::relative_to(e.activations, m.activations) <= 0.10);
   }
 }
