@@ -375,27 +375,9 @@ void print_memory(const char* title, const Result& r, int64_t psi, int n_for_sta
 
 // Bytes the hosts of the job have sent on `interface` (its tx counter, read by
 // each host's first rank), summed over hosts; 0 when `interface` is empty. Collective.
-// What this rank sent in `groups` (distinct groups), by link class (mesh::CommStats).
-struct LinkBytes {
-  int64_t within = 0, across = 0;
-  LinkBytes operator-(const LinkBytes& o) const { return {within - o.within, across - o.across}; }
-};
-
-LinkBytes link_bytes(const std::vector<dtr::mesh::ProcessGroupPtr>& groups) {
-  LinkBytes b;
-  std::vector<const dtr::mesh::ProcessGroup*> seen;
-  for (const auto& g : groups) {
-    if (std::find(seen.begin(), seen.end(), g.get()) != seen.end()) continue;
-    seen.push_back(g.get());
-    const dtr::mesh::CommStats s = g->stats();
-    b.within += s.sent_within_host;
-    b.across += s.sent_across_hosts;
-  }
-  return b;
-}
-
-LinkBytes all_ranks(LinkBytes mine) {
-  int64_t v[2] = {mine.within, mine.across};
+// The sum over the ranks of what each sent (mesh::sent_by_link).
+dtr::mesh::LinkBytes all_ranks(dtr::mesh::LinkBytes mine) {
+  int64_t v[2] = {mine.within_host, mine.across_hosts};
   MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   return {v[0], v[1]};
 }
@@ -574,10 +556,10 @@ int main(int argc, char** argv) {
   group->reset_stats();
   reset_peak_memory_stats(Device::cpu());
   const int64_t sent_before = hosts_sent_bytes(opt.count_interface);
-  const LinkBytes counted_before = link_bytes(job_groups);
+  const mesh::LinkBytes counted_before = mesh::sent_by_link(job_groups);
   Result sharded = time_steps({&fsdp_trainer}, opt.steps)[0];
   const int64_t sent_per_step = (hosts_sent_bytes(opt.count_interface) - sent_before) / opt.steps;
-  const LinkBytes counted = all_ranks(link_bytes(job_groups) - counted_before);
+  const mesh::LinkBytes counted = all_ranks(mesh::sent_by_link(job_groups) - counted_before);
   sharded.comm = group->stats();
   sharded.group_name = group->name();
   sharded.memory = memory_stats(Device::cpu());
@@ -703,7 +685,8 @@ int main(int argc, char** argv) {
     }
     fmt::print("Counted by dtr (CommStats sent_*: a ring's volume, all ranks' groups): {:.3f} MiB across hosts, "
                "{:.3f} MiB within hosts per timed step\n",
-               mib(static_cast<double>(counted.across) / steps), mib(static_cast<double>(counted.within) / steps));
+               mib(static_cast<double>(counted.across_hosts) / steps),
+               mib(static_cast<double>(counted.within_host) / steps));
   }
   if (opt.profile_overhead) profile_overhead(fsdp_trainer, opt.steps);
   print_memory("FSDP memory per rank", sharded, psi_tp, static_cast<int>(dp_size), opt.tp > 1 ? "16*Psi_tp/N_dp" : "16*Psi/N");

@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <vector>
 
 namespace dtr::train {
 
@@ -201,6 +202,14 @@ nn::tensor_parallel::TransformerPlanOptions tensor_parallel_plan(const TrainConf
           .loss_parallel = c.loss_parallel,
           .sequence_parallel = c.sequence_parallel,
           .reduce_dtype = reduce_dtype};
+}
+
+std::string tensor_parallel_text(const TrainConfig& c) {
+  std::vector<std::string> options;
+  if (c.sequence_parallel) options.emplace_back("sequence parallel");
+  if (c.loss_parallel) options.emplace_back("loss parallel");
+  if (options.empty()) return fmt::format("tensor parallel {}", c.tp);
+  return fmt::format("tensor parallel {} ({})", c.tp, fmt::join(options, ", "));
 }
 
 void check_tensor_parallel(const TrainConfig& c, const nn::TransformerConfig& model, int64_t seq_len) {

@@ -164,6 +164,9 @@ nn::TransformerConfig model_config(const std::string& model, int64_t dataset_voc
 // sums in `reduce_dtype`.
 nn::tensor_parallel::TransformerPlanOptions tensor_parallel_plan(const TrainConfig& config,
                                                                  std::optional<DType> reduce_dtype = std::nullopt);
+// "tensor parallel 2", or with its options "tensor parallel 2 (sequence parallel,
+// loss parallel)", for the reports.
+std::string tensor_parallel_text(const TrainConfig& config);
 // Throws std::invalid_argument, naming the flags, when --tp (with its options)
 // cannot split `model` over sequences of `seq_len` tokens: heads or key/value
 // heads that do not divide by --tp, --sequence-parallel on a GPT-2-style or tied

@@ -11,14 +11,12 @@
 #include "dtr/tensor/allocator.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <functional>
 #include <string>
-#include <vector>
 
 namespace dtr::train {
 
@@ -27,11 +25,7 @@ namespace {
 // ": tensor parallel 2 (sequence parallel) x FSDP over 4 ranks", or nothing without --tp.
 std::string tensor_parallel_layout(const TrainConfig& c) {
   if (c.tp == 1) return "";
-  std::vector<std::string> split;
-  if (c.sequence_parallel) split.emplace_back("sequence parallel");
-  if (c.loss_parallel) split.emplace_back("loss parallel");
-  return fmt::format(": tensor parallel {}{} x FSDP over {} ranks", c.tp,
-                     split.empty() ? "" : fmt::format(" ({})", fmt::join(split, ", ")), c.world_size / c.tp);
+  return fmt::format(": {} x FSDP over {} ranks", tensor_parallel_text(c), c.world_size / c.tp);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ struct Run {
   // The job's process groups (the world and each mesh dim's), whose bytes the
   // metrics count, and this rank's totals at the last count.
   std::vector<mesh::ProcessGroupPtr> comm_groups;
-  int64_t counted_within_host = 0, counted_across_hosts = 0;
+  mesh::LinkBytes counted_sent;
   std::optional<fsdp::FSDPModule> root;
   std::vector<nn::Parameter> params;
   std::optional<nn::optim::FusedAdamW> opt;

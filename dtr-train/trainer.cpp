@@ -47,13 +47,7 @@ namespace {
 std::string hosts_and_mesh(const mesh::DeviceMesh& dp_mesh, const TrainConfig& c) {
   const int hosts = distributed::num_hosts();
   const std::string where = fmt::format("{} host{}", hosts, hosts == 1 ? "" : "s");
-  std::vector<std::string> tp_options;
-  if (c.sequence_parallel) tp_options.emplace_back("sequence parallel");
-  if (c.loss_parallel) tp_options.emplace_back("loss parallel");
-  const std::string with_tp =
-      c.tp == 1            ? ""
-      : tp_options.empty() ? fmt::format(" x tensor parallel {}", c.tp)
-                           : fmt::format(" x tensor parallel {} ({})", c.tp, fmt::join(tp_options, ", "));
+  const std::string with_tp = c.tp == 1 ? "" : fmt::format(" x {}", tensor_parallel_text(c));
   if (dp_mesh.ndim() == 1) return fmt::format("{}, FSDP over {} ranks{}", where, dp_mesh.size(), with_tp);
   return fmt::format("{}, HSDP: replicate {} x shard {}{}", where, dp_mesh.size(0), dp_mesh.size(1), with_tp);
 }
@@ -243,12 +237,8 @@ void build_model(Run& r) {
               : c.hsdp  ? mesh[std::vector<std::string>{"replicate", "shard"}]
                         : mesh["dp"];
   r.comm_groups = {r.world};
-  for (int d = 0; d < mesh.ndim(); ++d) {
-    if (std::find(r.comm_groups.begin(), r.comm_groups.end(), mesh.group(d)) == r.comm_groups.end()) {
-      r.comm_groups.push_back(mesh.group(d));
-    }
-  }
-  // Mixed precision's reduce dtype applies to the tensor-parallel gradient all-reduces too.
+  for (int d = 0; d < mesh.ndim(); ++d) r.comm_groups.push_back(mesh.group(d));
+  // Mixed precision's reduce dtype applies to the tensor-parallel gradient sums too.
   if (c.tp > 1) {
     r.tp_mesh = mesh["tp"];
     nn::tensor_parallel::parallelize_transformer(*r.model, *r.tp_mesh, tensor_parallel_plan(c, mp.reduce_dtype));

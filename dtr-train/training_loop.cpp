@@ -261,17 +261,9 @@ int stop_by_signal(Run& r, int64_t step) {
 
 // The bytes this rank sent in the job's groups, within its host and across hosts,
 // since the previous call.
-std::pair<int64_t, int64_t> bytes_sent_since_last_count(Run& r) {
-  int64_t within = 0, across = 0;
-  for (const mesh::ProcessGroupPtr& group : r.comm_groups) {
-    const mesh::CommStats stats = group->stats();
-    within += stats.sent_within_host;
-    across += stats.sent_across_hosts;
-  }
-  const std::pair<int64_t, int64_t> since{within - r.counted_within_host, across - r.counted_across_hosts};
-  r.counted_within_host = within;
-  r.counted_across_hosts = across;
-  return since;
+mesh::LinkBytes bytes_sent_since_last_count(Run& r) {
+  const mesh::LinkBytes sent = mesh::sent_by_link(r.comm_groups);
+  return sent - std::exchange(r.counted_sent, sent);
 }
 
 // Step `step` (0-based) and the work due after it. Returns the exit code when the run ends here.
@@ -287,9 +279,9 @@ std::optional<int> train_step(Run& r, int64_t step) {
       nn::optim::clip_grad_norm_(r.params, c.grad_clip > 0 ? c.grad_clip : std::numeric_limits<double>::infinity());
   // The loss and the gradient norm are global, the same on every rank, so every
   // rank takes the same branch below.
-  const auto [within, across] = bytes_sent_since_last_count(r);
-  const StepConsensus consensus =
-      step_consensus(r.world, loss_sum / static_cast<double>(c.grad_accum), stop_signal(), within, across);
+  const mesh::LinkBytes sent = bytes_sent_since_last_count(r);
+  const StepConsensus consensus = step_consensus(r.world, loss_sum / static_cast<double>(c.grad_accum), stop_signal(),
+                                                 sent.within_host, sent.across_hosts);
   const double loss = consensus.loss;
   const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
   if (!finite && c.on_nonfinite == OnNonfinite::stop) {

@@ -30,8 +30,8 @@
 //                   prefetched block's all-gather output is a comm buffer until it
 //                   is waited for), plus with reshard_after_forward_ranks = k the
 //                   1/k every block keeps after forward (the block being gathered
-//                   holds its piece until the all-gather is done); without it (SHARD_GRAD_OP, NO_SHARD) every
-//                   group at the end of forward (NO_SHARD too: the unsharded
+//                   holds its piece until the all-gather is done); without it
+//                   (SHARD_GRAD_OP, NO_SHARD) every group at the end of forward (NO_SHARD too: the unsharded
 //                   copies are separate from the shards); none over one
 //                   rank without a param_dtype cast (the groups compute on
 //                   the shards);

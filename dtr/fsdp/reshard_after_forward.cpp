@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
+#include <map>
 #include <vector>
 
 namespace dtr::fsdp {
@@ -30,17 +30,22 @@ int reshard_to_host_size(const mesh::DeviceMesh& mesh) {
   const int n = dp->size();
   if (!distributed::is_initialized()) return n;
   std::vector<int> hosts;
-  for (const int rank : dp->global_ranks()) hosts.push_back(distributed::host_of(rank));
-  const int k = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(dp->rank())]));
-  bool blocks = n % k == 0;
-  for (int i = 0; blocks && i < n; ++i) {
-    blocks = hosts[static_cast<size_t>(i)] == hosts[static_cast<size_t>(i / k * k)] &&
-             (i % k != 0 || i == 0 || hosts[static_cast<size_t>(i)] != hosts[static_cast<size_t>(i - 1)]);
+  std::map<int, int> ranks_on;  // host -> ranks of the shard dim on it
+  for (const int rank : dp->global_ranks()) {
+    hosts.push_back(distributed::host_of(rank));
+    ++ranks_on[hosts.back()];
+  }
+  const int k = ranks_on[hosts[static_cast<size_t>(dp->rank())]];
+  // Every host holds k ranks, and block i / k of k consecutive ranks is on one host.
+  bool blocks = true;
+  for (int i = 0; i < n; ++i) {
+    const int host = hosts[static_cast<size_t>(i)];
+    blocks = blocks && ranks_on[host] == k && host == hosts[static_cast<size_t>(i / k * k)];
   }
   DTR_CHECK(blocks,
-            "reshard after forward to the host: the {} ranks of the shard dim of {} must be blocks of {} consecutive "
-            "ranks per host (this rank's host holds {}); their hosts are [{}]",
-            n, mesh.to_string(), k, k, fmt::join(hosts, ", "));
+            "reshard after forward to the host: every host must hold a block of {} consecutive ranks of the shard "
+            "dim of {} (as this rank's host does); their hosts are [{}]",
+            k, mesh.to_string(), fmt::join(hosts, ", "));
   return k;
 }
 

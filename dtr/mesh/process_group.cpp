@@ -42,19 +42,31 @@ CommStats ProcessGroup::stats() const {
   }
   const int k = size();
   auto remote = [&](int peer) { return hosts[static_cast<size_t>(peer)] != hosts[static_cast<size_t>(rank_)]; };
+  int others_remote = 0;
+  for (int r = 0; r < k; ++r) others_remote += remote(r) ? 1 : 0;
   std::lock_guard lock(mutex_);
   CommStats s = stats_;
+  if (k == 1) return s;  // nothing is sent
   auto add = [&s](int64_t bytes, bool across) { (across ? s.sent_across_hosts : s.sent_within_host) += bytes; };
-  if (k > 1) add(sent_to_next_, remote((rank_ + 1) % k));
-  int others_remote = 0;
-  for (int r = 0; r < k; ++r) others_remote += r != rank_ && remote(r) ? 1 : 0;
-  if (k > 1) {
-    const int64_t across = sent_to_all_others_ * others_remote / (k - 1);
-    add(across, true);
-    add(sent_to_all_others_ - across, false);
-  }
+  add(sent_to_next_, remote((rank_ + 1) % k));
+  const int64_t to_all_across = sent_to_all_others_ * others_remote / (k - 1);
+  add(to_all_across, true);
+  add(sent_to_all_others_ - to_all_across, false);
   for (const auto& [peer, bytes] : sent_to_peer_) add(bytes, remote(peer));
   return s;
+}
+
+LinkBytes sent_by_link(const std::vector<ProcessGroupPtr>& groups) {
+  LinkBytes sent;
+  std::vector<const ProcessGroup*> counted;
+  for (const ProcessGroupPtr& group : groups) {
+    if (std::find(counted.begin(), counted.end(), group.get()) != counted.end()) continue;
+    counted.push_back(group.get());
+    const CommStats stats = group->stats();
+    sent.within_host += stats.sent_within_host;
+    sent.across_hosts += stats.sent_across_hosts;
+  }
+  return sent;
 }
 
 void ProcessGroup::reset_stats() {

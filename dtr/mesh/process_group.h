@@ -176,4 +176,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
 
+// What this rank sent in `groups` (a group listed twice is counted once), by the
+// link it crossed (CommStats::sent_within_host, sent_across_hosts), e.g. over a
+// job's world group and its mesh dims' groups.
+struct LinkBytes {
+  int64_t within_host = 0, across_hosts = 0;
+  LinkBytes operator-(const LinkBytes& o) const { return {within_host - o.within_host, across_hosts - o.across_hosts}; }
+};
+LinkBytes sent_by_link(const std::vector<ProcessGroupPtr>& groups);
+
 }  // namespace dtr::mesh
