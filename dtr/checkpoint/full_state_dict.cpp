@@ -18,8 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string shape_text(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
-
 bool is_rank0() { return distributed::rank() == 0; }
 
 // Rank 0's JSON reaches every rank (collective over the world).
@@ -62,7 +60,7 @@ std::string check_full(const std::string& name, const Tensor& value, const nn::P
   if (!value.defined()) return fmt::format("'{}': undefined tensor", name);
   if (value.sizes() != param.global_shape() || value.dtype() != param->dtype()) {
     return fmt::format("'{}': expected {} {}, found {} {}", name, dtype_name(param->dtype()),
-                       shape_text(param.global_shape()), dtype_name(value.dtype()), shape_text(value.sizes()));
+                       shape_str(param.global_shape()), dtype_name(value.dtype()), shape_str(value.sizes()));
   }
   return "";
 }
@@ -128,8 +126,8 @@ void set_model_state_dict(nn::Module& model, const nn::StateDict& state, const S
         problem = check_full(name, it->second, p);
       } else if (it->second.sizes() != p.data().sizes() || it->second.dtype() != p.data().dtype()) {
         problem = fmt::format("'{}': expected the local shard {} {}, found {} {}", name,
-                              dtype_name(p.data().dtype()), shape_text(p.data().sizes()),
-                              dtype_name(it->second.dtype()), shape_text(it->second.sizes()));
+                              dtype_name(p.data().dtype()), shape_str(p.data().sizes()),
+                              dtype_name(it->second.dtype()), shape_str(it->second.sizes()));
       }
       if (!problem.empty()) mismatched.push_back(problem);
     }

@@ -22,8 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string shape_text(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
-
 constexpr int64_t kMaxHeaderBytes = int64_t{100} << 20;  // as the reference implementation
 
 }  // namespace
@@ -90,11 +88,11 @@ SafetensorsHeader read_safetensors_header(const fs::path& path) {
       DTR_CHECK(offsets.size() == 2, "{}: data_offsets has {} entries, expected 2", ctx, offsets.size());
       t.begin = offsets[0];
       t.end = offsets[1];
-      for (int64_t d : t.shape) DTR_CHECK(d >= 0, "{}: negative size in shape {}", ctx, shape_text(t.shape));
+      for (int64_t d : t.shape) DTR_CHECK(d >= 0, "{}: negative size in shape {}", ctx, shape_str(t.shape));
       const int64_t want = numel_of(t.shape) * static_cast<int64_t>(element_size(t.dtype));
       DTR_CHECK(t.begin >= 0 && t.end - t.begin == want,
                 "{}: data_offsets [{}, {}] hold {} bytes, expected {} for {} {}", ctx, t.begin, t.end,
-                t.end - t.begin, want, safetensors_dtype(t.dtype), shape_text(t.shape));
+                t.end - t.begin, want, safetensors_dtype(t.dtype), shape_str(t.shape));
       h.tensors.emplace(name, std::move(t));
     } catch (const json::exception& e) {
       DTR_FAIL("{}: malformed entry (expected dtype, shape and data_offsets): {}", ctx, e.what());
@@ -128,7 +126,7 @@ Tensor read_safetensors_box(const fs::path& path, const SafetensorsHeader& heade
     inside = box.offset[d] >= 0 && box.shape[d] >= 0 && box.offset[d] + box.shape[d] <= t.shape[d];
   }
   DTR_CHECK(inside, "safetensors file {}, tensor '{}': box {} lies outside the shape {}", path.string(), name,
-            box.to_string(), shape_text(t.shape));
+            box.to_string(), shape_str(t.shape));
   Tensor out = empty(box.shape, {.dtype = t.dtype, .device = Device::cpu()});
   if (box.numel() == 0) return out;
   FileReader reader(path);
@@ -185,7 +183,7 @@ void SafetensorsWriter::write(const std::string& name, const Tensor& value) {
   const Entry& e = impl_->entries[impl_->next];
   DTR_CHECK(e.name == name, "safetensors file {}: expected tensor '{}' next, got '{}'", file, e.name, name);
   DTR_CHECK(value.dtype() == e.dtype && value.sizes() == e.shape, "safetensors file {}, tensor '{}': declared {} {}, got {} {}",
-            file, name, dtype_name(e.dtype), shape_text(e.shape), dtype_name(value.dtype()), shape_text(value.sizes()));
+            file, name, dtype_name(e.dtype), shape_str(e.shape), dtype_name(value.dtype()), shape_str(value.sizes()));
   Tensor c = value.to(Device::cpu()).contiguous();
   if (c.nbytes() > 0) impl_->file.write(c.raw_data(), c.nbytes());
   ++impl_->next;
@@ -246,9 +244,9 @@ void load_safetensors(nn::Module& model, const fs::path& path, bool strict) {
         missing.push_back(t.name);
       } else if (it->second.shape != t.global_shape()) {
         mismatched.push_back(fmt::format("'{}': the model has {} {}, the file {} {}", t.name,
-                                         dtype_name(t.local.dtype()), shape_text(t.global_shape()),
+                                         dtype_name(t.local.dtype()), shape_str(t.global_shape()),
                                          safetensors_dtype(it->second.dtype),
-                                         shape_text(it->second.shape)));
+                                         shape_str(it->second.shape)));
       }
     }
     for (const auto& [name, t] : header.tensors) {

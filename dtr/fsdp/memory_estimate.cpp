@@ -2,6 +2,7 @@
 
 #include "dtr/base/error.h"
 #include "dtr/dtensor/dtensor_spec.h"
+#include "dtr/fsdp/distinct_tensors.h"
 
 #include <fmt/format.h>
 
@@ -38,14 +39,6 @@ Layout layout_of(const MemoryEstimateOptions& o, int world_size) {
   return l;
 }
 
-void add_unique(std::vector<Tensor>& into, const Tensor& t) {
-  if (std::none_of(into.begin(), into.end(), [&](const Tensor& o) { return o.is_same(t); })) into.push_back(t);
-}
-
-bool contains(const std::vector<Tensor>& v, const Tensor& t) {
-  return std::any_of(v.begin(), v.end(), [&](const Tensor& o) { return o.is_same(t); });
-}
-
 int64_t size_of(DType d) { return static_cast<int64_t>(element_size(d)); }
 
 }  // namespace
@@ -69,8 +62,7 @@ MemoryEstimate estimate_memory(nn::Module& model, const WrapPolicy& policy, int 
     std::optional<DType> group_compute;
     bool computes_on_shards = world_size == 1;  // FSDPParamGroup's one-rank case: no unsharded copies
     for (auto& [name, p] : m->named_parameters()) {
-      if (contains(claimed, p.data())) continue;
-      add_unique(claimed, p.data());
+      if (!add_unique(claimed, p.data())) continue;
       // What fully_shard will shard: the tensor-parallel split when there is one.
       const auto split = options.tensor_parallel_shapes.find(path.empty() ? name : path + "." + name);
       const Shape shape = split != options.tensor_parallel_shapes.end() ? split->second : p.global_shape();

@@ -1,5 +1,6 @@
 #include "dtr/fsdp/summary.h"
 
+#include "dtr/fsdp/distinct_tensors.h"
 #include "dtr/fsdp/fully_shard.h"
 #include "dtr/nn/module.h"
 
@@ -82,8 +83,7 @@ void visit(nn::Module& module, const std::string& path, int depth, bool under_gr
   std::vector<Tensor> seen;
   for (auto& [name, p] : module.named_parameters()) {
     const Tensor& t = p.data();
-    if (std::any_of(seen.begin(), seen.end(), [&](const Tensor& o) { return o.is_same(t); })) continue;
-    seen.push_back(t);
+    if (!add_unique(seen, t)) continue;
     row.num_params += p.global_numel();
     row.bytes += p.global_numel() * static_cast<int64_t>(element_size(p.data().dtype()));
   }

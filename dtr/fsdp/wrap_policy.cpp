@@ -2,6 +2,7 @@
 
 #include "dtr/base/error.h"
 #include "dtr/dtensor/dtensor_spec.h"
+#include "dtr/fsdp/distinct_tensors.h"
 #include "dtr/nn/module.h"
 
 #include <algorithm>
@@ -38,10 +39,6 @@ WrapPolicy all_of(std::vector<WrapPolicy> policies) {
 }
 
 namespace {
-
-void add_unique(std::vector<Tensor>& into, const Tensor& t) {
-  if (std::none_of(into.begin(), into.end(), [&](const Tensor& o) { return o.is_same(t); })) into.push_back(t);
-}
 
 // Post-order walk: returns the parameters of `module`'s subtree no selected
 // module claims, appending selected descendants to `out`.
