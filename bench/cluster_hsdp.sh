@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FSDP against HSDP and FSDP x TP across simulated hosts (scripts/cluster/): the FSDP step of a
+# FSDP against HSDP, FSDP x TP and ZeRO++ across simulated hosts (scripts/cluster/): the FSDP step of a
 # small GPT-2-style model (dtr_fsdp_step_bench) at 2 hosts x 2 ranks, with the
 # links between hosts unshaped and shaped to each RATE, for
 #   fsdp        full shard over all 4 ranks
@@ -8,6 +8,9 @@
 #   hsdp        shard within each host, replicate across hosts (--hsdp)
 #   fsdp-tp2    tensor parallel within each host (--tp 2), full shard of each
 #               rank's split across the hosts
+#   zero++      full shard with ZeRO++'s three: blocks keeping 1/2 after forward
+#               (hpZ), int8 all-gathers (qwZ) and int4 partial gradient sums
+#               (qgZ) between the hosts
 # Prints per run: ms/step (median of the slowest rank), the bytes the hosts sent
 # each other per step (their eth0 counters), the bytes dtr counted across hosts
 # (mesh::CommStats: a ring's volume, summed over the ranks), the bytes the sharding theory gives
@@ -25,8 +28,9 @@ bench=$repo/$build/bench/dtr_fsdp_step_bench
 [[ -x $bench ]] || { echo "cluster_hsdp: no $bench (build it first)" >&2; exit 2; }
 model=(--layers 4 --dim 256 --heads 4 --vocab 4096 --seq 64 --batch 8 --steps 7 --warmup 2 --threads 1
        --no-compare-unsharded --count-interface eth0)
-declare -A variants=([fsdp]="" [fsdp-rto2]="--reshard-to 2" [hsdp]="--hsdp" [fsdp-tp2]="--tp 2")
-order=(fsdp fsdp-rto2 hsdp fsdp-tp2)
+declare -A variants=([fsdp]="" [fsdp-rto2]="--reshard-to 2" [hsdp]="--hsdp" [fsdp-tp2]="--tp 2"
+                     [zero++]="--reshard-to 2 --quantize-weights --quantize-grads 4")
+order=(fsdp fsdp-rto2 hsdp fsdp-tp2 zero++)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_MCA_mpi_yield_when_idle=1
@@ -51,7 +55,7 @@ bits_per_second() {  # 10gbit -> 1e10
   esac
 }
 
-echo "dtr FSDP vs HSDP vs FSDP x TP across 2 simulated hosts x 2 ranks: ${model[*]}"
+echo "dtr FSDP vs HSDP vs FSDP x TP vs ZeRO++ across 2 simulated hosts x 2 ranks: ${model[*]}"
 echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 declare -A base
 for v in "${order[@]}"; do
@@ -69,12 +73,18 @@ done
 # over TP (tp2): each rank's split (Psi_tp parameters) is all-gathered twice and
 # reduce-scattered once between its 2 peers on the 2 hosts: 3 * Psi_tp * 1/2 * 4
 # bytes per rank, all crossing (the tensor-parallel collectives stay within a host).
+# ZeRO++: the forward all-gather sends each rank's shard once to its counterpart on
+# the other host as int8 codes and one f32 scale per 256 (1 + 4/256 bytes per
+# value), the backward one stays within the host, and each rank sends its host's
+# partial sum of its counterpart's shard as int4 codes (1/2 + 4/256 bytes): N * Psi/N
+# values each.
 theory() {  # theory VARIANT PSI -> MiB
   case $1 in
     fsdp) echo "3 * $2 * 3 / 4 * 4 * 4 * 2 / 4 / 1048576" | bc -l ;;
     fsdp-rto2) echo "2 * $2 * 3 / 4 * 4 * 4 * 2 / 4 / 1048576" | bc -l ;;
     hsdp) echo "2 * 1 / 2 * $2 / 2 * 4 * 4 / 1048576" | bc -l ;;
     fsdp-tp2) echo "3 * $2 / 2 * 4 * 4 / 1048576" | bc -l ;;
+    zero++) echo "$2 * ((1 + 4 / 256) + (1 / 2 + 4 / 256)) / 1048576" | bc -l ;;
   esac
 }
 printf '\n| link between hosts | variant | ms/step | MiB/step between hosts | counted by dtr MiB | theory MiB | hidden share |\n'

@@ -28,6 +28,9 @@
 //    shard within each); the bytes above are then those of the shard group. With
 //    --reshard-to K: the blocks keep 1/K of their parameters after forward
 //    (reshard_after_forward = K), so backward all-gathers within K ranks only.
+//    With --quantize-weights and --quantize-grads B: ZeRO++'s quantized
+//    communication between the job's hosts (fsdp::QuantizedCommPolicy): int8
+//    all-gathers and B-bit partial gradient sums across hosts.
 //    With --tp T: FSDP (or --hsdp's HSDP) over tensor parallelism, the model
 //    split over T consecutive ranks (tensor_parallel::parallelize_transformer,
 //    with the tied embedding and head split by vocabulary and the loss computed
@@ -116,6 +119,8 @@ struct Options {
   bool profile_overhead = false;  // also time steps with the profiler off and on
   bool hsdp = false;              // mesh::init_hsdp_mesh instead of one dim over all ranks
   int reshard_to = 0;             // > 1: the blocks' reshard_after_forward = K
+  bool quantize_weights = false;  // qwZ between the job's hosts
+  int quantize_grads = 0;         // qgZ: 8 or 4 bits; 0 off
   int tp = 1;                     // > 1: tensor parallelism over groups of T consecutive ranks
   std::string count_interface;    // a network interface whose sent bytes to count per step
 };
@@ -475,6 +480,9 @@ int main(int argc, char** argv) {
   app.add_option("--reshard-to", opt.reshard_to,
                  "blocks keep 1/K of their parameters after forward (reshard_after_forward = K; 0: true)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--quantize-weights", opt.quantize_weights, "int8 all-gathers between hosts (ZeRO++'s qwZ)");
+  app.add_option("--quantize-grads", opt.quantize_grads,
+                 "8 | 4: partial gradient sums between hosts quantized (ZeRO++'s qgZ); 0: off");
   app.add_option("--tp", opt.tp, "tensor parallelism over groups of T consecutive ranks (FSDP over the groups)")
       ->check(CLI::PositiveNumber);
   app.add_option("--count-interface", opt.count_interface,
@@ -527,8 +535,11 @@ int main(int argc, char** argv) {
   for (const nn::Parameter& p : model.parameters()) psi_tp += p.data().numel();
   std::optional<std::variant<bool, int>> block_reshard;
   if (opt.reshard_to > 1) block_reshard = opt.reshard_to;
-  for (auto& layer : model.layers()) fsdp::fully_shard(*layer, {.mesh = dp_mesh, .reshard_after_forward = block_reshard});
-  auto root = fsdp::fully_shard(model, {.mesh = dp_mesh});
+  const fsdp::QuantizedCommPolicy quantized{.weights = opt.quantize_weights, .gradient_bits = opt.quantize_grads};
+  for (auto& layer : model.layers()) {
+    fsdp::fully_shard(*layer, {.mesh = dp_mesh, .reshard_after_forward = block_reshard, .quantized_comm = quantized});
+  }
+  auto root = fsdp::fully_shard(model, {.mesh = dp_mesh, .quantized_comm = quantized});
   if (g_rank == 0) {
     fmt::print("dtr FSDP step bench: GPT-2-style {} layers x {} wide, {} heads, vocab {}, seq {}, "
                "global batch {} ({} per rank), f32, AdamW\n",
@@ -537,8 +548,12 @@ int main(int argc, char** argv) {
                "timed steps; CPU kernels {}\n",
                psi, mib(4.0 * static_cast<double>(psi)), g_size, threads, opt.warmup, opt.steps,
                kernels::cpu::cpu_level_description());
-    fmt::print("mesh {} on {} host(s); blocks reshard after forward: {}\n", dp_mesh.to_string(),
-               distributed::num_hosts(), opt.reshard_to > 1 ? fmt::format("to {} ranks", opt.reshard_to) : "yes");
+    fmt::print("mesh {} on {} host(s); blocks reshard after forward: {}; quantized between hosts: weights {}, "
+               "gradients {}\n",
+               dp_mesh.to_string(), distributed::num_hosts(),
+               opt.reshard_to > 1 ? fmt::format("to {} ranks", opt.reshard_to) : "yes",
+               opt.quantize_weights ? "int8" : "no",
+               opt.quantize_grads ? fmt::format("int{}", opt.quantize_grads) : "no");
     if (opt.tp > 1) {
       fmt::print("tensor parallel over {} ranks: Psi_tp = {} parameters per tensor-parallel rank ({:.1f} MiB f32)\n",
                  opt.tp, psi_tp, mib(4.0 * static_cast<double>(psi_tp)));
@@ -551,6 +566,11 @@ int main(int argc, char** argv) {
   std::vector<mesh::ProcessGroupPtr> job_groups = {distributed::world_group()};
   for (int d = 0; d < dp_mesh.ndim(); ++d) job_groups.push_back(dp_mesh.group(d));
   if (g_loss_mesh.defined()) job_groups.push_back(g_loss_mesh.group(0));
+  for (auto& [path, m] : model.named_modules()) {  // the groups FSDP split off: hosts, post-forward groups
+    if (fsdp::is_fully_sharded(*m)) {
+      for (auto& split : fsdp::fsdp_module(*m).process_groups()) job_groups.push_back(split);
+    }
+  }
   for (int i = 0; i < opt.warmup; ++i) fsdp_trainer.step();  // the first allocates the optimizer state
   MPI_Barrier(MPI_COMM_WORLD);
   group->reset_stats();

@@ -225,6 +225,13 @@ void validate(TrainConfig& c, const ChoiceText& text, int world_size) {
     bad("--estimate-only does not model --reshard-after-forward host (each block keeps a host-local shard after "
         "forward); estimate with true, and add a 1/(ranks per host) part of each block's unsharded size");
   }
+  if (c.quantize_grads != 0 && c.quantize_grads != 8 && c.quantize_grads != 4) {
+    bad(fmt::format("--quantize-grads must be 8 or 4 (bits per value), got {}", c.quantize_grads));
+  }
+  if ((c.quantize_weights || c.quantize_grads != 0) && c.estimate_only) {
+    bad("--estimate-only does not model --quantize-weights or --quantize-grads (their staging buffers between "
+        "hosts); estimate without them");
+  }
   c.final_checkpoint = !text.no_final_checkpoint;
   validate_batch(c, world_size);
   validate_paths(c, text);
@@ -277,6 +284,13 @@ void add_training_flags(CLI::App& app, TrainConfig& c, ChoiceText& text) {
   app.add_option("--reshard-after-forward", text.reshard_after_forward,
                  "true | false | host: free gathered block parameters after forward, keep them, or keep a "
                  "host-local shard (hpZ: backward all-gathers within each host)");
+  app.add_flag("--quantize-weights", c.quantize_weights,
+               "the all-gathers send int8 codes (one scale per 256 values) between hosts and stay exact within "
+               "a host (ZeRO++'s qwZ); the shards are never quantized. No effect on one host");
+  add_number(app, "--quantize-grads", c.quantize_grads,
+             "8 | 4: gradients are reduce-scattered exactly within each host, and the hosts' partial sums cross "
+             "as int8 or int4 codes, summed in f32 (ZeRO++'s qgZ); default 0: off. No effect on one host",
+             {.min = 0, .max = 8});
   app.add_flag("--hsdp", c.hsdp,
                "HSDP over the hosts: shard within each host, replicate across hosts (a (hosts, ranks per host) "
                "mesh; the hosts must hold equal blocks of consecutive ranks); default: shard over all ranks");

@@ -260,6 +260,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"activation_checkpointing", c.activation_checkpointing},
           {"reshard_after_forward", c.reshard_after_forward},
           {"reshard_to_host", c.reshard_to_host},
+          {"quantize_weights", c.quantize_weights},
+          {"quantize_grads", c.quantize_grads},
           {"hsdp", c.hsdp},
           {"tp", c.tp},
           {"sequence_parallel", c.sequence_parallel},

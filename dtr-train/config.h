@@ -121,6 +121,8 @@ struct TrainConfig {
   bool activation_checkpointing = false;
   bool reshard_after_forward = true;
   bool reshard_to_host = false;     // "host": blocks keep a host-local shard after forward (hpZ)
+  bool quantize_weights = false;    // int8 all-gathers between hosts (qwZ)
+  int64_t quantize_grads = 0;       // 8 or 4: gradients' partial sums between hosts quantized (qgZ); 0 off
   bool hsdp = false;                // shard within each host, replicate across hosts (mesh::init_hsdp_mesh)
   int64_t tp = 1;                   // tensor-parallel ranks, within a host; the others shard data and parameters
   bool sequence_parallel = false;   // --tp: activations between the blocks' projections split by sequence

@@ -247,10 +247,18 @@ void build_model(Run& r) {
   // shard dim on one host (hpZ).
   std::variant<bool, int> reshard = c.reshard_after_forward;
   if (c.reshard_to_host) reshard = fsdp::reshard_to_host_size(r.dp_mesh);
+  const fsdp::QuantizedCommPolicy quantized{.weights = c.quantize_weights,
+                                            .gradient_bits = static_cast<int>(c.quantize_grads)};
   for (auto& layer : r.model->layers()) {
-    fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = reshard, .mp_policy = mp});
+    fsdp::fully_shard(*layer, {.mesh = r.dp_mesh, .reshard_after_forward = reshard, .mp_policy = mp,
+                               .quantized_comm = quantized});
   }
-  r.root.emplace(fsdp::fully_shard(*r.model, {.mesh = r.dp_mesh, .mp_policy = mp}));
+  r.root.emplace(fsdp::fully_shard(*r.model, {.mesh = r.dp_mesh, .mp_policy = mp, .quantized_comm = quantized}));
+  // The groups FSDP split off (hosts, post-forward groups) count in the bytes too.
+  for (auto& [path, m] : r.model->named_modules()) {
+    if (!fsdp::is_fully_sharded(*m)) continue;
+    for (auto& group : fsdp::fsdp_module(*m).process_groups()) r.comm_groups.push_back(group);
+  }
   r.model->to_empty(r.device);
 }
 
@@ -324,19 +332,36 @@ std::string reshard_description(const Run& r) {
   return fmt::format("host (hpZ: blocks keep 1/{} after forward, backward all-gathers within each host)", k);
 }
 
+// ", quantized communication between hosts: weights int8, gradients int4 (2 hosts
+// of 2 ranks)" when asked for; empty when not.
+std::string quantized_comm_description(const Run& r) {
+  const TrainConfig& c = r.c;
+  if (!c.quantize_weights && c.quantize_grads == 0) return {};
+  std::vector<std::string> parts;
+  if (c.quantize_weights) parts.emplace_back("weights int8");
+  if (c.quantize_grads != 0) parts.push_back(fmt::format("gradients int{}", c.quantize_grads));
+  const int k = fsdp::reshard_to_host_size(r.dp_mesh), n = static_cast<int>(r.dp_mesh.size(r.dp_mesh.ndim() - 1));
+  if (k == n) {
+    return fmt::format(", quantized communication between hosts: {} asked for, but the {} ranks of the shard dim "
+                       "share one host (nothing quantized)", fmt::join(parts, ", "), n);
+  }
+  return fmt::format(", quantized communication between hosts: {} ({} hosts of {} ranks)", fmt::join(parts, ", "),
+                     n / k, k);
+}
+
 void print_banner(const Run& r) {
   const TrainConfig& c = r.c;
   const nn::TransformerConfig& m = r.s.model;
   fmt::print("dtr-train: model {} ({} style, {:.2f}M parameters, dim {}, {} layers) on {} rank(s) ({}); data {} "
              "({} train / {} val tokens, vocab {})\n"
              "  {} steps x {} sequences x {} tokens (micro-batch {}, grad accumulation {}), lr {} {} warmup {}, "
-             "mixed precision {}, activation checkpointing {}, reshard_after_forward {}; CPU kernels {}; "
+             "mixed precision {}, activation checkpointing {}, reshard_after_forward {}{}; CPU kernels {}; "
              "output in {}\n",
              r.model_name, to_string(m.style), static_cast<double>(r.num_params) / 1e6, m.dim, m.n_layers,
              c.world_size, hosts_and_mesh(r.dp_mesh, c), r.s.data->name(), r.s.train->size(), r.s.val->size(),
              m.vocab_size, c.steps, c.global_batch, c.seq_len, c.micro_batch, c.grad_accum, c.lr,
              to_string(c.schedule), c.warmup, to_string(c.mixed_precision),
-             c.activation_checkpointing ? "on" : "off", reshard_description(r),
+             c.activation_checkpointing ? "on" : "off", reshard_description(r), quantized_comm_description(r),
              kernels::cpu::cpu_level_description(), r.out_dir.string());
   std::fflush(stdout);
 }

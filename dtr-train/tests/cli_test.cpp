@@ -78,6 +78,13 @@ TEST_CASE("dtr-train bad flags give exit code 2 and one line naming the flag", "
   CHECK(host.config->reshard_to_host);
   expect_bad({"--reshard-after-forward", "host", "--estimate-only"},
              "--estimate-only does not model --reshard-after-forward host");
+  const auto quantized = parse_args({"--quantize-weights", "--quantize-grads", "4"});
+  REQUIRE(quantized.config.has_value());
+  CHECK(quantized.config->quantize_weights);
+  CHECK(quantized.config->quantize_grads == 4);
+  expect_bad({"--quantize-grads", "6"}, "--quantize-grads must be 8 or 4 (bits per value), got 6");
+  expect_bad({"--quantize-grads", "16"}, "--quantize-grads");
+  expect_bad({"--quantize-weights", "--estimate-only"}, "--estimate-only does not model --quantize-weights");
   expect_bad({"--warmup", "500", "--steps", "100"}, "--warmup");
   expect_bad({"--lr", "0"}, "--lr");
   expect_bad({"--log-every", "0"}, "--log-every");

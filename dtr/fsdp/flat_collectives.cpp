@@ -31,13 +31,28 @@ void append_padded(std::vector<CopyJob>& jobs, const Tensor& dest, const Tensor&
 
 }  // namespace
 
+void PendingCollective::wait() {
+  work->wait();
+  if (finish) {
+    auto second_stage = std::move(finish);
+    finish = nullptr;
+    second_stage();
+  }
+}
+
+int64_t FlatCollectives::position(int64_t r, int64_t hosts) const {
+  const int64_t k = ranks_ / hosts;
+  return (r % k) * hosts + r / k;
+}
+
 void FlatCollectives::append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
-                                           int64_t first, int64_t count) const {
+                                           int64_t first, int64_t count, int64_t hosts) const {
   const FSDPParam& p = *params_[i];
   const int64_t rows = p.unsharded_shape()[0];
   const Tensor full_rows = full.defined() ? full.reshape({rows, p.row_numel()}) : Tensor();
   for (int64_t r = first; r < first + count; ++r) {
-    Tensor segment = flat.narrow(0, (r - first) * numel_ + offsets_[i], p.padded_numel());
+    const int64_t at = hosts == 1 ? r - first : position(r, hosts);
+    Tensor segment = flat.narrow(0, at * numel_ + offsets_[i], p.padded_numel());
     if (!full.defined()) {
       append_padded(jobs, segment, Tensor());
       continue;
@@ -88,15 +103,20 @@ PendingCollective FlatCollectives::all_gather_into_unsharded(const mesh::Process
   return {group->all_gather_into_tensor_coalesced(outs, ins), std::move(ins), Tensor()};
 }
 
-PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const {
+void FlatCollectives::copy_shards_into(const Tensor& buffer) const {
   autograd::NoGradGuard no_grad;
-  Tensor input = dtr::empty({numel_}, options);
   DTR_PROFILE_SCOPE("fsdp", "all_gather copy_in");
   std::vector<CopyJob> copy_in;  // shards cast to the buffer's dtype, padding zeroed
   for (size_t i = 0; i < params_.size(); ++i) {
-    append_padded(copy_in, input.narrow(0, offsets_[i], params_[i]->padded_numel()), params_[i]->sharded().detach());
+    append_padded(copy_in, buffer.narrow(0, offsets_[i], params_[i]->padded_numel()), params_[i]->sharded().detach());
   }
   copy_batch(copy_in);
+}
+
+PendingCollective FlatCollectives::all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const {
+  autograd::NoGradGuard no_grad;
+  Tensor input = dtr::empty({numel_}, options);
+  copy_shards_into(input);
   Tensor output = dtr::empty({ranks_ * numel_}, options);
   return {group->all_gather_into_tensor(output, input), {input}, output};
 }
@@ -107,15 +127,19 @@ PendingCollective FlatCollectives::all_gather_piece(const Tensor& piece, const m
   return {group->all_gather_into_tensor(output, piece), {piece}, output};
 }
 
-void FlatCollectives::copy_out(const Tensor& gathered_flat) const {
+void FlatCollectives::copy_out(const Tensor& gathered_flat, int64_t hosts) const {
   DTR_PROFILE_SCOPE("fsdp", "all_gather copy_out");
   autograd::NoGradGuard no_grad;
-  Tensor gathered = gathered_flat.view({ranks_, numel_});
+  // [k, hosts, numel]: rank (host b, local j) at [j, b], so [b, j] after the transpose.
+  const int64_t k = ranks_ / hosts;
+  Tensor gathered = gathered_flat.view({k, hosts, numel_});
   std::vector<CopyJob> copy_out;  // each parameter's row blocks, one per rank
   for (size_t i = 0; i < params_.size(); ++i) {
     const FSDPParam& p = *params_[i];
-    Tensor src = gathered.narrow(1, offsets_[i], p.padded_numel()).view({ranks_, p.padded_rows(), p.row_numel()});
-    copy_out.push_back({p.unsharded_padded().view({ranks_, p.padded_rows(), p.row_numel()}), src});
+    Tensor src = gathered.narrow(2, offsets_[i], p.padded_numel())
+                     .view({k, hosts, p.padded_rows(), p.row_numel()})
+                     .transpose(0, 1);
+    copy_out.push_back({p.unsharded_padded().view({hosts, k, p.padded_rows(), p.row_numel()}), src});
   }
   copy_batch(copy_out);
 }
@@ -135,21 +159,24 @@ PendingCollective FlatCollectives::reduce_scatter(const mesh::ProcessGroupPtr& g
                                                   const TensorOptions& options) const {
   autograd::NoGradGuard no_grad;
   if (options.device.is_cpu() && can_reduce_directly(options.dtype)) return reduce_scatter_directly(group, op, options);
-  profiler::Span copy_in_span("fsdp", "reduce_scatter copy_in");
-  Tensor input = dtr::empty({ranks_ * numel_}, options);
-  {
-    std::vector<CopyJob> copy_in;  // zeros for the parameters that got no gradient: their rows still reduce
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const Tensor& unsharded = params_[i]->unsharded();
-      const Tensor grad = unsharded.defined() ? unsharded.grad() : Tensor();
-      append_rank_segments(copy_in, input, i, grad, 0, ranks_);
-      if (grad.defined()) unsharded.set_grad({});  // copy_in keeps its memory until the copies are issued
-    }
-    copy_batch(copy_in);
-  }
-  copy_in_span.end();
+  Tensor input = gradients_by_rank(options);
   Tensor output = dtr::empty({numel_}, options);
   return {group->reduce_scatter_tensor(output, input, op), {input}, output};
+}
+
+Tensor FlatCollectives::gradients_by_rank(const TensorOptions& options, int64_t hosts) const {
+  autograd::NoGradGuard no_grad;
+  DTR_PROFILE_SCOPE("fsdp", "reduce_scatter copy_in");
+  Tensor input = dtr::empty({ranks_ * numel_}, options);
+  std::vector<CopyJob> copy_in;  // zeros for the parameters that got no gradient: their rows still reduce
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& unsharded = params_[i]->unsharded();
+    const Tensor grad = unsharded.defined() ? unsharded.grad() : Tensor();
+    append_rank_segments(copy_in, input, i, grad, 0, ranks_, hosts);
+    if (grad.defined()) unsharded.set_grad({});  // copy_in keeps its memory until the copies are issued
+  }
+  copy_batch(copy_in);
+  return input;
 }
 
 PendingCollective FlatCollectives::reduce_scatter_directly(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,

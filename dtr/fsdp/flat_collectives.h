@@ -18,6 +18,11 @@
 // shorter than its segment, or a gradient whose rows do not divide over the ranks
 // (or not contiguous), is copied into a padded buffer of its own; a parameter
 // without a gradient reduces a buffer of zeros.
+// The quantized collectives (dtr/fsdp/quantized_collectives.h) lay [ranks x numel]
+// buffers out by host: with `hosts` hosts of k = ranks / hosts consecutive ranks,
+// rank r's per-rank buffer is at position (r % k) * hosts + r / k (its index within
+// its host first, then its host), so that the buffers one rank of each host holds
+// are adjacent. hosts = 1 is rank order.
 // Every copy loop is one copy_batch (dtr/fsdp/copy_batch.h): one launch on CUDA. The
 // group (dtr/fsdp/fsdp_param_group.h) decides when these run, in which dtype and on
 // which device, and what happens to the results.
@@ -31,6 +36,7 @@
 #include "dtr/tensor/tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +47,13 @@ struct PendingCollective {
   mesh::WorkPtr work;
   std::vector<Tensor> inputs;  // what it reads, kept until it completes
   Tensor output;  // undefined when the all-gather wrote the unsharded buffers themselves
+  int64_t hosts = 1;  // output's layout by host (above)
+  // A second stage that completes `output` once `work` has (a quantized
+  // collective's dequantization and its exchange within the host).
+  std::function<void()> finish;
+
+  // Waits for the collective and runs its second stage; then `output` may be read.
+  void wait();
 };
 
 class FlatCollectives {
@@ -50,10 +63,16 @@ class FlatCollectives {
 
   int64_t numel() const { return numel_; }  // per rank, padding included
   int64_t ranks() const { return ranks_; }
+  // Where parameter i's segment starts in a per-rank buffer, and its length.
+  int64_t segment_offset(size_t i) const { return offsets_[i]; }
+  int64_t segment_numel(size_t i) const { return params_[i]->padded_numel(); }
+  size_t segments() const { return params_.size(); }
 
   // This rank's shards, cast to options.dtype, into a new per-rank buffer; then the
   // all-gather of every rank's buffer over `group` (the shard dim).
   PendingCollective all_gather(const mesh::ProcessGroupPtr& group, const TensorOptions& options) const;
+  // This rank's shards, cast to its dtype, into a per-rank buffer (padding zeroed).
+  void copy_shards_into(const Tensor& buffer) const;
   // Whether the direct forms apply: CPU tensors already in `dtype` (the shards, or
   // the unsharded gradients that exist).
   bool can_gather_directly(DType dtype) const;
@@ -64,8 +83,9 @@ class FlatCollectives {
   // The all-gather of pieces kept after forward (keep_piece) over their group.
   PendingCollective all_gather_piece(const Tensor& piece, const mesh::ProcessGroupPtr& group,
                                      const TensorOptions& options) const;
-  // The gathered [ranks x numel] buffer into each parameter's padded unsharded buffer.
-  void copy_out(const Tensor& gathered) const;
+  // The gathered [ranks x numel] buffer, laid out by `hosts`, into each parameter's
+  // padded unsharded buffer.
+  void copy_out(const Tensor& gathered, int64_t hosts = 1) const;
   // The per-rank buffers of shard ranks [first, first + count) made from the
   // unsharded parameters: what reshard_after_forward=k keeps.
   Tensor keep_piece(int64_t first, int64_t count, const TensorOptions& options) const;
@@ -76,15 +96,22 @@ class FlatCollectives {
   // gradients are released from their parameters.
   PendingCollective reduce_scatter(const mesh::ProcessGroupPtr& group, mesh::ReduceOp op,
                                    const TensorOptions& options) const;
+  // The unsharded gradients (zeros where a parameter has none) cast to
+  // options.dtype in a new [ranks x numel] buffer laid out by `hosts`; they are
+  // released from their parameters.
+  Tensor gradients_by_rank(const TensorOptions& options, int64_t hosts = 1) const;
   // Parameter i's rows in a per-rank buffer, shaped like its shard.
   Tensor shard_rows(const Tensor& flat, size_t i) const;
 
  private:
   // Jobs laying parameter i's full tensor `full` (undefined: zeros) out as its
   // segments in the per-rank buffers of shard ranks [first, first + count), which
-  // `flat` holds back to back; padding is zeroed, so every element is written once.
+  // `flat` holds back to back (laid out by `hosts` when they are all the ranks);
+  // padding is zeroed, so every element is written once.
   void append_rank_segments(std::vector<CopyJob>& jobs, const Tensor& flat, size_t i, const Tensor& full,
-                            int64_t first, int64_t count) const;
+                            int64_t first, int64_t count, int64_t hosts = 1) const;
+  // Where rank r's per-rank buffer lies in a [ranks x numel] buffer laid out by `hosts`.
+  int64_t position(int64_t r, int64_t hosts) const;
 
   // The direct reduce-scatter: each gradient (padded where its rows do not divide)
   // straight into its segment of the output.

@@ -20,12 +20,15 @@
 namespace dtr::fsdp {
 
 FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh,
-                               GroupPlacement placement, DType reduce_dtype)
+                               GroupPlacement placement, DType reduce_dtype, QuantizedCommPolicy quantized,
+                               HostGroups hosts)
     : params_(std::move(params)),
       mesh_(std::move(mesh)),
       collectives_(params_, mesh_.size(mesh_.ndim() - 1)),
       placement_(placement),
-      reduce_dtype_(reduce_dtype) {
+      reduce_dtype_(reduce_dtype),
+      quantized_(quantized),
+      hosts_(std::move(hosts)) {
   compute_dtype_ = params_.empty() ? reduce_dtype : params_.front()->compute_dtype();
   for (auto& p : params_) {
     DTR_CHECK(p->compute_dtype() == compute_dtype_,
@@ -33,6 +36,13 @@ FSDPParamGroup::FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, m
               "but '{}' is {} (set mp_policy.param_dtype, or shard them in separate groups)",
               params_.front()->fqn(), compute_dtype_, p->fqn(), p->compute_dtype());
   }
+  const auto quantizable = [](DType d) { return d == DType::f32 || d == DType::bf16; };
+  DTR_CHECK(!quantizes_weights() || empty() || quantizable(compute_dtype_),
+            "fully_shard: quantized_comm.weights quantizes the all-gather of f32 or bf16 values, but '{}' computes in "
+            "{} (set mp_policy.param_dtype)", params_.front()->fqn(), compute_dtype_);
+  DTR_CHECK(!quantizes_gradients() || empty() || quantizable(reduce_dtype_),
+            "fully_shard: quantized_comm.gradient_bits quantizes gradients reduced in f32 or bf16, but the group of "
+            "'{}' reduces in {} (set mp_policy.reduce_dtype)", params_.front()->fqn(), reduce_dtype_);
 }
 
 Device FSDPParamGroup::device() const {
@@ -72,6 +82,10 @@ void FSDPParamGroup::issue_all_gather() {
     drop_post_forward_piece();
     return;
   }
+  if (quantizes_weights()) {
+    all_gather_ = quantized_all_gather(collectives_, hosts_, options, quantized_.block_size);
+    return;
+  }
   // On the CPU the shards go straight into the unsharded buffers, allocated now and
   // counted as communication buffers until the wait, as the flat buffer they stand
   // in for would be. (On CUDA the flat buffer's copy-in also orders the read after
@@ -108,14 +122,14 @@ void FSDPParamGroup::wait_for_unshard() {
     reshard();
   }
   issue_all_gather();
-  all_gather_.work->wait();
+  all_gather_.wait();
   if (all_gather_.output.defined()) {  // a flat buffer: copy out
     std::vector<uint64_t> versions;
     for (auto& p : params_) {
       p->allocate_unsharded(device());
       versions.push_back(p->unsharded().storage().version());
     }
-    collectives_.copy_out(all_gather_.output);
+    collectives_.copy_out(all_gather_.output, all_gather_.hosts);
     // Refilling memory autograd saved in forward is not a modification of it.
     for (size_t i = 0; i < params_.size(); ++i) params_[i]->unsharded().storage().restore_version(versions[i]);
   } else {  // gathered in place: the buffers are parameters from now on
@@ -138,7 +152,7 @@ std::vector<uint64_t> FSDPParamGroup::shard_versions() const {
 
 void FSDPParamGroup::reshard(const mesh::ProcessGroupPtr& keep_piece_for) {
   if (all_gather_.work) {  // a prefetch nobody used: finish the collective, drop it
-    all_gather_.work->wait();
+    all_gather_.wait();
     if (!all_gather_.output.defined()) {
       for (auto& p : params_) p->release_unsharded();  // it gathered into them
     }
@@ -181,13 +195,16 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
     reduce_on_shards(op);
     return;
   }
-  reduce_scatter_ = collectives_.reduce_scatter(
-      shard_group(), op, {.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer});
+  const TensorOptions options{.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer};
+  reduce_scatter_ = quantizes_gradients()
+                        ? quantized_reduce_scatter(collectives_, hosts_, op, options, quantized_.block_size,
+                                                   quantized_.gradient_bits)
+                        : collectives_.reduce_scatter(shard_group(), op, options);
 }
 
 void FSDPParamGroup::wait_for_reduce_scatter() {
   if (!reduce_scatter_.work) return;
-  reduce_scatter_.work->wait();
+  reduce_scatter_.wait();
   autograd::NoGradGuard no_grad;
   Tensor reduced = reduce_scatter_.output;
   if (mesh_.ndim() == 2) {

@@ -24,10 +24,15 @@
 // the copy-in reads the shards without waiting, and the reduced gradients are
 // cast and scaled on the device and copied into new pinned .grad tensors without
 // waiting; wait_for_host_copies (finish_backward) waits for both.
+//
+// Quantized communication (QuantizedCommPolicy, over the shard dim's hosts): the
+// all-gather and the reduce-scatter are dtr/fsdp/quantized_collectives.h's when
+// the policy asks and the shard dim spans more than one host.
 #pragma once
 
 #include "dtr/fsdp/flat_collectives.h"
 #include "dtr/fsdp/fsdp_param.h"
+#include "dtr/fsdp/quantized_collectives.h"
 #include "dtr/mesh/device_mesh.h"
 #include "dtr/mesh/work.h"
 
@@ -42,8 +47,9 @@ class FSDPParamGroup {
   // The parameters must share one compute dtype. With an offloading placement the
   // group computes on the current CUDA device: shards are copied in for the
   // all-gather, and reduced gradients copied back to the shards' .grad on the CPU.
+  // `hosts` are the shard dim's hosts for `quantized` (make_host_groups).
   FSDPParamGroup(std::vector<std::unique_ptr<FSDPParam>> params, mesh::DeviceMesh mesh, GroupPlacement placement,
-                 DType reduce_dtype);
+                 DType reduce_dtype, QuantizedCommPolicy quantized = {}, HostGroups hosts = {});
   FSDPParamGroup(const FSDPParamGroup&) = delete;  // its collectives refer to its parameters
   FSDPParamGroup& operator=(const FSDPParamGroup&) = delete;
 
@@ -51,6 +57,10 @@ class FSDPParamGroup {
   const std::vector<std::unique_ptr<FSDPParam>>& params() const { return params_; }
   const mesh::DeviceMesh& mesh() const { return mesh_; }
   int64_t flat_numel() const { return collectives_.numel(); }  // per rank, padding included
+  // Whether the all-gather (qwZ) and the reduce-scatter (qgZ) are quantized between hosts.
+  bool quantizes_weights() const { return quantized_.weights && hosts_.hosts > 1; }
+  bool quantizes_gradients() const { return quantized_.gradient_bits != 0 && hosts_.hosts > 1; }
+  const HostGroups& host_groups() const { return hosts_; }
 
   // Starts the all-gather (no-op when unsharded or already started).
   void issue_all_gather();
@@ -104,6 +114,8 @@ class FSDPParamGroup {
   GroupPlacement placement_;
   DType compute_dtype_;
   DType reduce_dtype_;
+  QuantizedCommPolicy quantized_;
+  HostGroups hosts_;
   bool requires_all_reduce_ = true;
   double post_divide_ = 1.0;   // applied after the reduction (f16: the part not applied before)
   mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter

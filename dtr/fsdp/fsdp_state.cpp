@@ -46,6 +46,17 @@ void FSDPState::register_hooks() {
 
 void FSDPState::unshard() { group_->wait_for_unshard(); }
 
+std::vector<mesh::ProcessGroupPtr> FSDPState::process_groups() const {
+  std::vector<mesh::ProcessGroupPtr> groups;
+  const mesh::DeviceMesh& mesh = options_.mesh;
+  for (int d = 0; d < mesh.ndim(); ++d) groups.push_back(mesh.group(d));
+  for (const auto& split : {group_->host_groups().within, group_->host_groups().across,
+                            reshard_after_forward_.piece_group()}) {
+    if (split) groups.push_back(split);
+  }
+  return groups;
+}
+
 void FSDPState::lazy_init() {
   if (profiler::enabled()) nn::name_modules_for_profiling(module_);  // "layers.0 (TransformerBlock)" in traces
   auto context = std::make_shared<FSDPContext>();

@@ -90,6 +90,9 @@ class FSDPState : public std::enable_shared_from_this<FSDPState> {
 
   void unshard();  // synchronous
   void reshard() { group_->reshard(); }
+  // The mesh dims' groups and those split off for quantized_comm and an integer
+  // reshard_after_forward.
+  std::vector<mesh::ProcessGroupPtr> process_groups() const;
 
  private:
   // The hooks' bodies: the replaced inputs (outputs), or an empty list for none.

@@ -40,6 +40,13 @@ void check_options(const FullyShardOptions& options, const std::string& what, De
     DTR_CHECK(!dtype || is_floating(*dtype), "fully_shard({}): mixed precision dtypes must be floating, got {}",
               what, dtype_name(*dtype));
   }
+  const auto& q = options.quantized_comm;
+  DTR_CHECK(q.gradient_bits == 0 || q.gradient_bits == 8 || q.gradient_bits == 4,
+            "fully_shard({}): quantized_comm.gradient_bits must be 0 (off), 8 or 4, got {}", what, q.gradient_bits);
+  DTR_CHECK(q.block_size > 0 && q.block_size % 2 == 0,
+            "fully_shard({}): quantized_comm.block_size must be even and positive, got {}", what, q.block_size);
+  DTR_CHECK(q.host_size >= 0, "fully_shard({}): quantized_comm.host_size must be 0 (the job's hosts) or positive, got {}",
+            what, q.host_size);
   if (options.offload_policy.offload_params && device_type == DeviceType::cpu) {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -158,7 +165,9 @@ std::unique_ptr<FSDPParamGroup> make_group(const std::vector<FoundParam>& found,
     params.push_back(std::make_unique<FSDPParam>(f.fqn, f.slots, f.tensor, options.mesh, compute, placement));
   }
   const DType compute = params.empty() ? DType::f32 : params.front()->compute_dtype();
-  return std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, placement, mp.reduce_dtype.value_or(compute));
+  HostGroups hosts = make_host_groups(options.quantized_comm, options.mesh, what);  // collective
+  return std::make_unique<FSDPParamGroup>(std::move(params), options.mesh, placement, mp.reduce_dtype.value_or(compute),
+                                          options.quantized_comm, std::move(hosts));
 }
 
 }  // namespace
@@ -276,6 +285,8 @@ void FSDPModule::set_gradient_divide_factor(double factor) {
 
 nn::Module& FSDPModule::module() const { return state_of(state_).module(); }
 const mesh::DeviceMesh& FSDPModule::mesh() const { return state_of(state_).options().mesh; }
+
+std::vector<mesh::ProcessGroupPtr> FSDPModule::process_groups() const { return state_of(state_).process_groups(); }
 
 std::vector<std::pair<std::string, DTensor>> FSDPModule::sharded_parameters() const {
   std::vector<std::pair<std::string, DTensor>> out;

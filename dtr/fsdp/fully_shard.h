@@ -78,6 +78,24 @@ struct OffloadPolicy {
   bool pin_memory = true;       // shards and gradients pinned: asynchronous copies
 };
 
+// ZeRO++'s quantized communication between hosts, for slow links between them
+// (dtr/fsdp/quantized_collectives.h). The shard dim's ranks are taken as hosts of
+// host_size consecutive ranks; what moves within a host stays exact. The shards,
+// the optimizer and the gradients' .grad are never quantized.
+struct QuantizedCommPolicy {
+  // qwZ: each all-gather sends its shards between hosts as int8 codes in blocks
+  // (dequantized into the compute dtype), then gathers within the host exactly.
+  bool weights = false;
+  // qgZ, 8 or 4: gradients are reduce-scattered exactly within each host, then the
+  // hosts' partial sums go to the others as int8 or int4 codes (one all-to-all)
+  // and are summed in f32. 0: off.
+  int gradient_bits = 0;
+  // Ranks of the shard dim per host; 0: the hosts the job runs on
+  // (reshard_to_host_size). A single host quantizes nothing.
+  int host_size = 0;
+  int64_t block_size = 256;  // values per scale (their largest magnitude)
+};
+
 struct FullyShardOptions {
   // The data-parallel ranks: a 1-D mesh (FSDP) or a 2-D (replicate, shard) mesh
   // (HSDP), possibly dims of a larger mesh whose other dims tensor parallelism
@@ -93,6 +111,7 @@ struct FullyShardOptions {
   std::function<std::optional<Placement>(const Tensor& param)> shard_placement_fn{};
   MixedPrecisionPolicy mp_policy{};
   OffloadPolicy offload_policy{};
+  QuantizedCommPolicy quantized_comm{};
 };
 
 // A handle to wait for an asynchronous unshard.
@@ -136,6 +155,10 @@ class FSDPModule {
 
   nn::Module& module() const;
   const mesh::DeviceMesh& mesh() const;
+  // Every process group this module's collectives run on: the mesh dims', and the
+  // groups quantized_comm and an integer reshard_after_forward split off them (for
+  // byte counts: mesh::sent_by_link).
+  std::vector<mesh::ProcessGroupPtr> process_groups() const;
   // The sharded parameters of this group, by fully qualified name within the module.
   std::vector<std::pair<std::string, DTensor>> sharded_parameters() const;
   // Elements (not bytes) of the flat all-gather buffer of this group on this rank

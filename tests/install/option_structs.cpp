@@ -29,6 +29,8 @@ namespace {
   [[maybe_unused]] fsdp::OffloadPolicy offload{.offload_params = true};
   [[maybe_unused]] fsdp::FullyShardOptions shard{.reshard_after_forward = false};
   [[maybe_unused]] fsdp::FullyShardOptions shard_mp{.mp_policy = mp};
+  [[maybe_unused]] fsdp::QuantizedCommPolicy quantized{.weights = true};
+  [[maybe_unused]] fsdp::FullyShardOptions shard_quantized{.quantized_comm = {.gradient_bits = 4}};
   [[maybe_unused]] fsdp::MemoryEstimateOptions estimate{.batch_size = 1};
   [[maybe_unused]] checkpoint::SaveOptions save{.checksum_block_bytes = 1 << 16};
   [[maybe_unused]] checkpoint::StateDictOptions state_dict{.full_state_dict = true};

@@ -32,27 +32,46 @@ void dispatch_quantizable(const char* op, DType dtype, Fn&& fn) {
 
 }  // namespace
 
-BlockQuantized block_quantize(const Tensor& x, int64_t block, int bits) {
-  check_layout("block_quantize", block, bits);
-  const Device device = ops::check_device("block_quantize", {&x}, ops::Kernels::cpu_and_cuda);
+int64_t block_quantized_code_bytes(int64_t numel, int bits) { return kernels::block_quantize_code_bytes(numel, bits); }
+
+int64_t block_quantized_blocks(int64_t numel, int64_t block) { return (numel + block - 1) / block; }
+
+void block_quantize_into(const Tensor& x, const BlockQuantized& q) {
+  check_layout("block_quantize", q.block, q.bits);
+  const Device device = ops::check_device("block_quantize", {&x, &q.codes, &q.absmax}, ops::Kernels::cpu_and_cuda);
   DTR_CHECK(x.is_contiguous(), "block_quantize: expected a contiguous tensor (call .contiguous() first)");
-  BlockQuantized q{.numel = x.numel(), .block = block, .bits = bits};
-  q.codes = empty({kernels::block_quantize_code_bytes(q.numel, bits)}, {.dtype = DType::u8, .device = device});
-  q.absmax = empty({(q.numel + block - 1) / block}, {.dtype = DType::f32, .device = device});
-  if (device.is_meta()) return q;
+  DTR_CHECK(q.numel == x.numel(), "block_quantize: the output is for {} values, the input has {}", q.numel, x.numel());
+  DTR_CHECK(q.codes.dtype() == DType::u8 && q.absmax.dtype() == DType::f32 && q.codes.is_contiguous() &&
+                q.absmax.is_contiguous() && q.codes.numel() == block_quantized_code_bytes(q.numel, q.bits) &&
+                q.absmax.numel() == block_quantized_blocks(q.numel, q.block),
+            "block_quantize: {} int{} codes in blocks of {} need contiguous u8 codes of {} bytes and f32 absmax "
+            "values of {}, got {} {} and {} {}",
+            q.numel, q.bits, q.block, block_quantized_code_bytes(q.numel, q.bits),
+            block_quantized_blocks(q.numel, q.block), q.codes.dtype(), q.codes.numel(), q.absmax.dtype(),
+            q.absmax.numel());
+  if (device.is_meta()) return;
   dispatch_quantizable("block_quantize", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
 #ifdef DTR_WITH_CUDA
     if (device.is_cuda()) {
       cuda::DeviceGuard guard(device.index);
-      kernels::cuda::block_quantize<T>(x.data<T>(), q.numel, block, bits, q.codes.data<uint8_t>(),
+      kernels::cuda::block_quantize<T>(x.data<T>(), q.numel, q.block, q.bits, q.codes.data<uint8_t>(),
                                        q.absmax.data<float>(), cuda::current_stream(device.index));
       return;
     }
 #endif
-    kernels::cpu::block_quantize<T>(x.data<T>(), q.numel, block, bits, q.codes.data<uint8_t>(),
+    kernels::cpu::block_quantize<T>(x.data<T>(), q.numel, q.block, q.bits, q.codes.data<uint8_t>(),
                                     q.absmax.data<float>());
   });
+}
+
+BlockQuantized block_quantize(const Tensor& x, int64_t block, int bits) {
+  check_layout("block_quantize", block, bits);
+  const Device device = ops::check_device("block_quantize", {&x}, ops::Kernels::cpu_and_cuda);
+  BlockQuantized q{.numel = x.numel(), .block = block, .bits = bits};
+  q.codes = empty({block_quantized_code_bytes(q.numel, bits)}, {.dtype = DType::u8, .device = device});
+  q.absmax = empty({block_quantized_blocks(q.numel, block)}, {.dtype = DType::f32, .device = device});
+  block_quantize_into(x, q);
   return q;
 }
 
@@ -63,11 +82,11 @@ void block_dequantize_into(const BlockQuantized& q, const Tensor& out) {
                 q.absmax.is_contiguous(),
             "block_dequantize: expected contiguous u8 codes and f32 absmax values, got {} and {}", q.codes.dtype(),
             q.absmax.dtype());
-  DTR_CHECK(q.codes.numel() == kernels::block_quantize_code_bytes(q.numel, q.bits) &&
-                q.absmax.numel() == (q.numel + q.block - 1) / q.block,
+  DTR_CHECK(q.codes.numel() == block_quantized_code_bytes(q.numel, q.bits) &&
+                q.absmax.numel() == block_quantized_blocks(q.numel, q.block),
             "block_dequantize: {} int{} codes in blocks of {} need {} code bytes and {} absmax values, got {} and {}",
-            q.numel, q.bits, q.block, kernels::block_quantize_code_bytes(q.numel, q.bits),
-            (q.numel + q.block - 1) / q.block, q.codes.numel(), q.absmax.numel());
+            q.numel, q.bits, q.block, block_quantized_code_bytes(q.numel, q.bits),
+            block_quantized_blocks(q.numel, q.block), q.codes.numel(), q.absmax.numel());
   DTR_CHECK(out.is_contiguous() && out.numel() == q.numel,
             "block_dequantize: expected a contiguous output of {} elements, got {} ({})", q.numel, out.numel(),
             out.is_contiguous() ? "contiguous" : "not contiguous");

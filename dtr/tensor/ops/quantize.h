@@ -31,6 +31,13 @@ struct BlockQuantized {
 // bits 8 or 4. The codes and absmax are on x's device.
 BlockQuantized block_quantize(const Tensor& x, int64_t block = 256, int bits = 8);
 
+// The sizes block_quantize gives `numel` values: code bytes, and blocks (absmax values).
+int64_t block_quantized_code_bytes(int64_t numel, int bits);
+int64_t block_quantized_blocks(int64_t numel, int64_t block);
+// block_quantize into q's codes and absmax (contiguous, of those sizes, on x's device;
+// e.g. parts of a buffer a collective sends); q.numel, q.block and q.bits say how.
+void block_quantize_into(const Tensor& x, const BlockQuantized& q);
+
 // Writes the dequantized values into `out`: contiguous, f32 or bf16, q.numel
 // elements, on the codes' device.
 void block_dequantize_into(const BlockQuantized& q, const Tensor& out);
