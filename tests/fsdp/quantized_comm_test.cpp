@@ -187,6 +187,19 @@ std::pair<std::vector<float>, std::vector<float>> own_rows(const std::vector<flo
           std::vector<float>(buffer.begin() + chunk * kIn, buffer.begin() + chunk * kIn + rows)};
 }
 
+// The sum of ranks [first, end)'s gradients in this rank's per-rank buffer layout,
+// in f32 (exact: small integers).
+std::vector<float> gradient_buffer_sum(int first, int end, int n) {
+  std::vector<float> sum;
+  for (int r = first; r < end; ++r) {
+    auto [gw, gb] = gradients_of(r);
+    const std::vector<float> buffer = per_rank_buffer(gw, gb, distributed::rank(), n);
+    if (sum.empty()) sum.assign(buffer.size(), 0.0f);
+    for (size_t e = 0; e < buffer.size(); ++e) sum[e] += buffer[e];
+  }
+  return sum;
+}
+
 // The sum over ranks of this rank's per-rank buffers of the gradients, the way qgZ
 // takes it: each host's exact partial sum, other hosts' quantized once with `bits`,
 // summed in f32 in host order.
@@ -194,13 +207,7 @@ std::vector<float> qgz_sum(int n, int k, int bits) {
   const int me = distributed::rank();
   std::vector<float> total;
   for (int host = 0; host < n / k; ++host) {
-    std::vector<float> partial;
-    for (int r = host * k; r < (host + 1) * k; ++r) {
-      auto [gw, gb] = gradients_of(r);
-      const std::vector<float> buffer = per_rank_buffer(gw, gb, me, n);
-      if (partial.empty()) partial.assign(buffer.size(), 0.0f);
-      for (size_t e = 0; e < buffer.size(); ++e) partial[e] += buffer[e];
-    }
+    std::vector<float> partial = gradient_buffer_sum(host * k, (host + 1) * k, n);
     if (host != me / k) partial = quantized_once(partial, bits);
     if (total.empty()) {
       total = partial;
@@ -230,15 +237,8 @@ TEST_CASE("quantized reduce-scatter: hosts' partial sums cross quantized, the ow
     const auto [want_weight, want_bias] = own_rows(qgz_sum(n, k, bits), n);
     CHECK(got_weight == want_weight);
     CHECK(got_bias == want_bias);
-    // Against the exact sum: equal on one host, within half a step per other host.
-    std::vector<float> exact;
-    for (int r = 0; r < n; ++r) {
-      auto [gw, gb] = gradients_of(r);
-      const std::vector<float> buffer = per_rank_buffer(gw, gb, distributed::rank(), n);
-      if (exact.empty()) exact.assign(buffer.size(), 0.0f);
-      for (size_t e = 0; e < buffer.size(); ++e) exact[e] += buffer[e];
-    }
-    const auto [exact_weight, exact_bias] = own_rows(exact, n);
+    // One host quantizes nothing: the exact sum.
+    const auto [exact_weight, exact_bias] = own_rows(gradient_buffer_sum(0, n, n), n);
     if (k == n) {
       CHECK(got_weight == exact_weight);
       CHECK(got_bias == exact_bias);
@@ -259,12 +259,7 @@ TEST_CASE("quantized reduce-scatter averages within the bound of the quantizatio
   std::vector<double> average, bound;
   for (int host = 0; host < n / k; ++host) {
     std::vector<double> partial;
-    for (int r = host * k; r < (host + 1) * k; ++r) {
-      auto [gw, gb] = gradients_of(r);
-      const std::vector<float> buffer = per_rank_buffer(gw, gb, me, n);
-      if (partial.empty()) partial.assign(buffer.size(), 0.0);
-      for (size_t e = 0; e < buffer.size(); ++e) partial[e] += buffer[e] / static_cast<double>(n);
-    }
+    for (float sum : gradient_buffer_sum(host * k, (host + 1) * k, n)) partial.push_back(sum / static_cast<double>(n));
     if (average.empty()) {
       average.assign(partial.size(), 0.0);
       bound.assign(partial.size(), 1e-6);  // f32 rounding
