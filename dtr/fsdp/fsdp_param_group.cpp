@@ -196,10 +196,16 @@ void FSDPParamGroup::issue_reduce_scatter(std::optional<double> divide_factor) {
     return;
   }
   const TensorOptions options{.dtype = reduce_dtype_, .device = device(), .tag = MemoryTag::comm_buffer};
-  reduce_scatter_ = quantizes_gradients()
-                        ? quantized_reduce_scatter(collectives_, hosts_, op, options, quantized_.block_size,
-                                                   quantized_.gradient_bits)
-                        : collectives_.reduce_scatter(shard_group(), op, options);
+  if (!quantizes_gradients()) {
+    reduce_scatter_ = collectives_.reduce_scatter(shard_group(), op, options);
+    return;
+  }
+  if (quantized_.error_feedback && !gradient_residual_.defined()) {
+    gradient_residual_ = dtr::zeros({hosts_.hosts * collectives_.numel()},
+                                    {.dtype = DType::f32, .device = device(), .tag = MemoryTag::grad});
+  }
+  reduce_scatter_ = quantized_reduce_scatter(collectives_, hosts_, op, options, quantized_.block_size,
+                                             quantized_.gradient_bits, gradient_residual_);
 }
 
 void FSDPParamGroup::wait_for_reduce_scatter() {

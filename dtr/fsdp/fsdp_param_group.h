@@ -116,6 +116,7 @@ class FSDPParamGroup {
   DType reduce_dtype_;
   QuantizedCommPolicy quantized_;
   HostGroups hosts_;
+  Tensor gradient_residual_;  // qgZ's error feedback: what the codes sent so far left out
   bool requires_all_reduce_ = true;
   double post_divide_ = 1.0;   // applied after the reduction (f16: the part not applied before)
   mesh::ReduceOp reduce_op_;   // of the pending reduce-scatter

@@ -90,6 +90,11 @@ struct QuantizedCommPolicy {
   // hosts' partial sums go to the others as int8 or int4 codes (one all-to-all)
   // and are summed in f32. 0: off.
   int gradient_bits = 0;
+  // qgZ with error feedback: what the codes leave out of a partial sum is kept (f32,
+  // as much memory as a gradient shard per other host) and sent with the next
+  // step's, so small components are delayed rather than lost. Not checkpointed: a
+  // resumed run starts it at zero.
+  bool error_feedback = true;
   // Ranks of the shard dim per host; 0: the hosts the job runs on
   // (reshard_to_host_size). A single host quantizes nothing.
   int host_size = 0;

@@ -132,7 +132,8 @@ PendingCollective quantized_all_gather(const FlatCollectives& flat, const HostGr
 }
 
 PendingCollective quantized_reduce_scatter(const FlatCollectives& flat, const HostGroups& hosts, mesh::ReduceOp op,
-                                           const TensorOptions& options, int64_t block, int bits) {
+                                           const TensorOptions& options, int64_t block, int bits,
+                                           const Tensor& residual) {
   autograd::NoGradGuard no_grad;
   const int64_t h = hosts.hosts, numel = flat.numel(), me = hosts.across->rank();
   Tensor partial = dtr::empty({h * numel}, options);  // this host's sums of the counterparts' buffers
@@ -144,8 +145,22 @@ PendingCollective quantized_reduce_scatter(const FlatCollectives& flat, const Ho
   auto received = std::make_shared<QuantizedBuffers>(flat, h, block, bits, options);
   {
     DTR_PROFILE_SCOPE("fsdp", "reduce_scatter quantize");
+    Tensor received_back;  // what the counterpart will read, to keep the rest
     for (int64_t b = 0; b < h; ++b) {
-      if (b != me) sent.quantize(partial.narrow(0, b * numel, numel), b);
+      if (b == me) continue;
+      Tensor row = partial.narrow(0, b * numel, numel);
+      if (!residual.defined()) {
+        sent.quantize(row, b);
+        continue;
+      }
+      // Error feedback: send this sum plus what earlier steps' codes left out, and keep
+      // what these codes leave out.
+      Tensor carried = residual.narrow(0, b * numel, numel);
+      add_(carried, row.dtype() == DType::f32 ? row : row.to(DType::f32));
+      sent.quantize(carried, b);
+      if (!received_back.defined()) received_back = dtr::empty({numel}, on(options, DType::f32));
+      sent.dequantize(b, received_back);
+      sub_(carried, received_back);
     }
     // This rank's own share goes to itself and is never read: its exact sum is used.
     sent.codes.narrow(0, me * sent.code_bytes(), sent.code_bytes()).zero_();

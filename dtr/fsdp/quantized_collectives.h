@@ -21,7 +21,11 @@
 //                         those counterparts as int8 or int4 codes (one all-to-all
 //                         over `across`). At wait the hosts' partial sums of this
 //                         rank's buffer, its own host's exact, are summed in f32
-//                         in host order.
+//                         in host order. With error feedback, each partial sum
+//                         sent carries what the codes of the earlier steps left
+//                         out of it (kept in f32 by the sender), so that no part
+//                         of a gradient is lost for good, only delayed: without it
+//                         int4 codes round most small components to zero.
 #pragma once
 
 #include "dtr/fsdp/flat_collectives.h"
@@ -57,7 +61,10 @@ PendingCollective quantized_all_gather(const FlatCollectives& flat, const HostGr
 // qgZ: the reduce-scatter of the unsharded gradients (released from their
 // parameters) in options.dtype (f32 or bf16) with `op` (sum, avg or premul_sum), the
 // hosts' partial sums exchanged as `bits`-bit codes in blocks of `block`.
+// `residual` (f32, [hosts x numel], zeros at first; undefined: no error feedback)
+// holds what the codes sent to each host have left out so far; it is updated.
 PendingCollective quantized_reduce_scatter(const FlatCollectives& flat, const HostGroups& hosts, mesh::ReduceOp op,
-                                           const TensorOptions& options, int64_t block, int bits);
+                                           const TensorOptions& options, int64_t block, int bits,
+                                           const Tensor& residual);
 
 }  // namespace dtr::fsdp

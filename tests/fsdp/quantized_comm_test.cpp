@@ -137,26 +137,26 @@ TEST_CASE("quantized all-gather: other hosts' shards arrive quantized once, this
 
 namespace {
 
-// Rank r's input x [2, kIn] and upstream gradient g [2, kOut]: small integers, so
-// every gradient and every sum of them is exact in f32.
-std::vector<float> input_of(int r) {
+// Rank r's input x [2, kIn] and upstream gradient g [2, kOut] at `step`: small
+// integers, so every gradient and every sum of them is exact in f32.
+std::vector<float> input_of(int r, int step) {
   std::vector<float> x;
   for (int a = 0; a < 2; ++a) {
-    for (int j = 0; j < kIn; ++j) x.push_back(static_cast<float>((a * 3 + j + r) % 5 - 2));
+    for (int j = 0; j < kIn; ++j) x.push_back(static_cast<float>((a * 3 + j + r + 2 * step) % 5 - 2));
   }
   return x;
 }
-std::vector<float> upstream_of(int r) {
+std::vector<float> upstream_of(int r, int step) {
   std::vector<float> g;
   for (int a = 0; a < 2; ++a) {
-    for (int i = 0; i < kOut; ++i) g.push_back(static_cast<float>((a * 5 + i * 3 + r * 7) % 9 - 4));
+    for (int i = 0; i < kOut; ++i) g.push_back(static_cast<float>((a * 5 + i * 3 + r * 7 + step) % 9 - 4));
   }
   return g;
 }
 
 // Rank r's gradients of the weight (g^T x) and the bias (g's column sums), flat.
-std::pair<std::vector<float>, std::vector<float>> gradients_of(int r) {
-  const std::vector<float> x = input_of(r), g = upstream_of(r);
+std::pair<std::vector<float>, std::vector<float>> gradients_of(int r, int step) {
+  const std::vector<float> x = input_of(r, step), g = upstream_of(r, step);
   std::vector<float> gw(static_cast<size_t>(kOut * kIn), 0.0f), gb(static_cast<size_t>(kOut), 0.0f);
   for (int a = 0; a < 2; ++a) {
     for (int64_t i = 0; i < kOut; ++i) {
@@ -169,13 +169,16 @@ std::pair<std::vector<float>, std::vector<float>> gradients_of(int r) {
 }
 
 // One backward of sum(linear(x_r) * g_r) on this rank; returns this rank's reduced
-// weight and bias shard gradients.
-std::pair<std::vector<float>, std::vector<float>> reduced_gradients(nn::Linear& linear) {
+// weight and bias shard gradients and clears them.
+std::pair<std::vector<float>, std::vector<float>> reduced_gradients(nn::Linear& linear, int step = 0) {
   const int me = distributed::rank();
-  Tensor y = linear(from_vector(input_of(me), {2, kIn}));
-  sum(mul(y, from_vector(upstream_of(me), {2, kOut}))).backward();
+  Tensor y = linear(from_vector(input_of(me, step), {2, kIn}));
+  sum(mul(y, from_vector(upstream_of(me, step), {2, kOut}))).backward();
   auto params = linear.named_parameters();
-  return {float_values(params[0].second.data().grad()), float_values(params[1].second.data().grad())};
+  std::pair<std::vector<float>, std::vector<float>> grads{float_values(params[0].second.data().grad()),
+                                                          float_values(params[1].second.data().grad())};
+  for (auto& [name, p] : params) p.data().set_grad({});
+  return grads;
 }
 
 // This rank's rows (flat) of the per-rank `buffer`: the weight's, then the bias's.
@@ -189,10 +192,10 @@ std::pair<std::vector<float>, std::vector<float>> own_rows(const std::vector<flo
 
 // The sum of ranks [first, end)'s gradients in this rank's per-rank buffer layout,
 // in f32 (exact: small integers).
-std::vector<float> gradient_buffer_sum(int first, int end, int n) {
+std::vector<float> gradient_buffer_sum(int first, int end, int n, int step = 0) {
   std::vector<float> sum;
   for (int r = first; r < end; ++r) {
-    auto [gw, gb] = gradients_of(r);
+    auto [gw, gb] = gradients_of(r, step);
     const std::vector<float> buffer = per_rank_buffer(gw, gb, distributed::rank(), n);
     if (sum.empty()) sum.assign(buffer.size(), 0.0f);
     for (size_t e = 0; e < buffer.size(); ++e) sum[e] += buffer[e];
@@ -243,6 +246,44 @@ TEST_CASE("quantized reduce-scatter: hosts' partial sums cross quantized, the ow
       CHECK(got_weight == exact_weight);
       CHECK(got_bias == exact_bias);
     }
+  }
+}
+
+TEST_CASE("quantized reduce-scatter with error feedback sends what earlier codes left out", "[fsdp][quantized_comm]") {
+  const int n = distributed::world_size(), me = distributed::rank();
+  const auto world = mesh::init_device_mesh(DeviceType::cpu, {n}, {"dp"});
+  const int k = ranks_per_host(world);
+  for (const bool feedback : {true, false}) {
+    INFO("error feedback " << feedback);
+    auto linear = make_linear();
+    fsdp::fully_shard(*linear, {.mesh = world, .quantized_comm = {.gradient_bits = 4, .error_feedback = feedback,
+                                                                  .host_size = policy_host_size(),
+                                                                  .block_size = kBlock}});
+    fsdp::fsdp_module(*linear).set_gradient_divide_factor(1.0);
+    reduced_gradients(*linear, 0);
+    const auto [got_weight, got_bias] = reduced_gradients(*linear, 1);
+    // Step 2's sum: each other host sends the codes of its partial sum plus, with
+    // feedback, what step 1's codes left out of its partial sum (all in f32).
+    std::vector<float> total;
+    for (int host = 0; host < n / k; ++host) {
+      std::vector<float> sent = gradient_buffer_sum(host * k, (host + 1) * k, n, 1);
+      if (host != me / k) {
+        if (feedback) {
+          const std::vector<float> first = gradient_buffer_sum(host * k, (host + 1) * k, n, 0);
+          const std::vector<float> first_arrived = quantized_once(first, 4);
+          for (size_t e = 0; e < sent.size(); ++e) sent[e] = (first[e] - first_arrived[e]) + sent[e];
+        }
+        sent = quantized_once(sent, 4);
+      }
+      if (total.empty()) {
+        total = sent;
+      } else {
+        for (size_t e = 0; e < total.size(); ++e) total[e] += sent[e];
+      }
+    }
+    const auto [want_weight, want_bias] = own_rows(total, n);
+    CHECK(got_weight == want_weight);
+    CHECK(got_bias == want_bias);
   }
 }
 
