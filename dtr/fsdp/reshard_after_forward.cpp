@@ -43,8 +43,8 @@ int reshard_to_host_size(const mesh::DeviceMesh& mesh) {
     blocks = blocks && ranks_on[host] == k && host == hosts[static_cast<size_t>(i / k * k)];
   }
   DTR_CHECK(blocks,
-            "reshard after forward to the host: every host must hold a block of {} consecutive ranks of the shard "
-            "dim of {} (as this rank's host does); their hosts are [{}]",
+            "the shard dim's hosts (reshard_to_host_size): every host must hold a block of {} consecutive "
+            "ranks of the shard dim of {} (as this rank's host does); their hosts are [{}]",
             k, mesh.to_string(), fmt::join(hosts, ", "));
   return k;
 }

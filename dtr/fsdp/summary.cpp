@@ -69,6 +69,12 @@ GroupSummary group_of(nn::Module& module, bool is_top, const std::map<const nn::
   } else {
     g.reshard_after_forward = std::to_string(std::get<int>(*o.reshard_after_forward));
   }
+  if (const auto& q = o.quantized_comm; q.weights || q.gradient_bits != 0) {
+    g.quantized_comm = fmt::format("weights={} grads={}{} host_size={}", q.weights ? "int8" : "-",
+                                   q.gradient_bits != 0 ? fmt::format("int{}", q.gradient_bits) : "-",
+                                   q.gradient_bits != 0 && !q.error_feedback ? " (no error feedback)" : "",
+                                   q.host_size == 0 ? "hosts" : std::to_string(q.host_size));
+  }
   g.forward_prefetch = module_list(h.modules_to_forward_prefetch(), paths);
   g.backward_prefetch = module_list(h.modules_to_backward_prefetch(), paths);
   return g;
@@ -133,8 +139,9 @@ std::string ModelSummary::to_string() const {
         "{}{}\n",
         indent, g.num_tensors, g.shard_numel_padded, g.shard_bytes, dtype_name(g.compute_dtype), g.shard_numel,
         g.padding, g.shard_rank, g.shard_ranks, dtype_name(g.shard_dtype), g.mesh, tensor_parallel);
-    out += fmt::format("{}  mp_policy {}; reshard_after_forward={}; prefetch forward={} backward={}\n", indent,
-                       g.mp_policy, g.reshard_after_forward, g.forward_prefetch, g.backward_prefetch);
+    out += fmt::format("{}  mp_policy {}; reshard_after_forward={}; prefetch forward={} backward={}{}\n", indent,
+                       g.mp_policy, g.reshard_after_forward, g.forward_prefetch, g.backward_prefetch,
+                       g.quantized_comm.empty() ? "" : "; quantized_comm " + g.quantized_comm);
   }
   return out;
 }

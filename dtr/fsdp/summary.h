@@ -42,6 +42,7 @@ struct GroupSummary {
   std::string tensor_parallel_mesh;
   std::string mp_policy;              // "param=bf16 reduce=f32 output=- cast_inputs=1"
   std::string reshard_after_forward;  // "true", "false", "2", "default(true)", "default(false, root)"
+  std::string quantized_comm;         // "" (off), or "weights=int8 grads=int4 host_size=hosts"
   std::string forward_prefetch;       // "implicit" or "[layers.1, ...]"
   std::string backward_prefetch;
 };

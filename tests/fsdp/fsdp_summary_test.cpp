@@ -93,3 +93,22 @@ TEST_CASE("model summary lists modules, groups and this rank's shard sizes") {
   REQUIRE(has_line(text, "  mp_policy param=bf16 reduce=f32 output=- cast_inputs=1; reshard_after_forward=default(false, "
                          "root); prefetch forward=implicit backward=implicit\n"));
 }
+
+TEST_CASE("model summary names a group's quantized communication policy") {
+  nn::TransformerConfig c;
+  c.vocab_size = 32;
+  c.dim = 16;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.max_seq_len = 8;
+  auto model = std::make_shared<nn::Transformer>(c);
+  for (auto& layer : model->layers()) {
+    fsdp::fully_shard(*layer, {.quantized_comm = {.weights = true, .gradient_bits = 4, .host_size = 1}});
+  }
+  fsdp::fully_shard(*model, {.quantized_comm = {.gradient_bits = 8, .error_feedback = false}});
+  const std::string text = fsdp::summarize(*model).to_string();
+  REQUIRE(has_line(text, "prefetch forward=implicit backward=implicit; quantized_comm weights=int8 grads=int4 "
+                         "host_size=1\n"));
+  REQUIRE(has_line(text, "prefetch forward=implicit backward=implicit; quantized_comm weights=- grads=int8 (no error "
+                         "feedback) host_size=hosts\n"));
+}
