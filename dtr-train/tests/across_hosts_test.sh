@@ -8,8 +8,9 @@
 # tensor-parallel group and FSDP shards across the hosts: the losses equal those of
 # --tp 2 on one host bit for bit (a sum over 2 ranks is the same in either order).
 # With ZeRO++'s three (--reshard-after-forward host --quantize-weights
-# --quantize-grads 4) the losses stay within 5% of FSDP's across the hosts at every
-# step and within 2% over the last 4; on one
+# --quantize-grads 4), and with --quantize-weights or --quantize-grads 8 alone, the
+# losses stay within 5% of FSDP's across the hosts at every step and within 2% over
+# the last 4, with fewer bytes across the hosts; on one
 # host the quantization flags change nothing, bit for bit.
 # The bytes metrics.jsonl counts per step (steps 2-12) are the same in all on one
 # host and across hosts, none across hosts on one host, and across hosts fewer
@@ -56,21 +57,28 @@ grep -q "reshard_after_forward host (hpZ: blocks keep 1/2 after forward, backwar
   "$out/hpz.log" || { echo "FAIL: --reshard-after-forward host did not report a host-local shard" >&2; exit 1; }
 cmp <(losses "$out/two_hosts/metrics.jsonl") <(losses "$out/hpz/metrics.jsonl") ||
   { echo "FAIL: --reshard-after-forward host: the losses differ from FSDP across the hosts" >&2; exit 1; }
-# ZeRO++: hpZ, int8 weights and int4 gradients between the hosts.
+# ZeRO++: hpZ, int8 weights and int4 gradients between the hosts; and each
+# quantization alone. Each step within 5% of FSDP's (a 12-step run at lr 1e-2 has
+# single-step spikes), the mean of the last 4 within 2%.
+near_fsdp() {  # near_fsdp WHAT METRICS
+  paste -d' ' <(losses "$out/two_hosts/metrics.jsonl") <(losses "$2") | awk -v what="$1" '
+    { n++; d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 5e-2 * $2) bad = bad " step " $1 ": " $2 " vs " $4
+      if (n > 8) { exact += $2; quantized += $4 } }
+    END { d = exact - quantized; if (d < 0) d = -d
+          if (n != 12 || bad != "" || d > 2e-2 * exact) {
+            printf "FAIL: %s losses differ from FSDP by more than 5%% a step or 2%% over steps 9-12 (%.4f vs %.4f):%s\n",
+              what, exact / 4, quantized / 4, bad > "/dev/stderr"; exit 1 } }'
+}
 zeropp=(--reshard-after-forward host --quantize-weights --quantize-grads 4)
 "$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" "${zeropp[@]}" --out "$out/zeropp" |
   tee "$out/zeropp.log"
 grep -q "quantized communication between hosts: weights int8, gradients int4 (2 hosts of 2 ranks)" "$out/zeropp.log" ||
   { echo "FAIL: dtr-train did not report quantized communication between 2 hosts" >&2; exit 1; }
-# Each step within 5% (a 12-step run at lr 1e-2 has single-step spikes), the mean of
-# the last 4 within 2%.
-paste -d' ' <(losses "$out/two_hosts/metrics.jsonl") <(losses "$out/zeropp/metrics.jsonl") | awk '
-  { n++; d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || d > 5e-2 * $2) bad = bad " step " $1 ": " $2 " vs " $4
-    if (n > 8) { exact += $2; quantized += $4 } }
-  END { d = exact - quantized; if (d < 0) d = -d
-        if (n != 12 || bad != "" || d > 2e-2 * exact) {
-          printf "FAIL: ZeRO++ losses differ from FSDP by more than 5%% a step or 2%% over steps 9-12 (%.4f vs %.4f):%s\n",
-            exact / 4, quantized / 4, bad > "/dev/stderr"; exit 1 } }'
+near_fsdp "ZeRO++" "$out/zeropp/metrics.jsonl"
+"$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" --quantize-weights --out "$out/qwz"
+near_fsdp "--quantize-weights" "$out/qwz/metrics.jsonl"
+"$here/../../tests/cluster/on_cluster.sh" 2 4 "$train" "${common[@]}" --quantize-grads 8 --out "$out/qgz"
+near_fsdp "--quantize-grads 8" "$out/qgz/metrics.jsonl"
 "$mpiexec" "$@" -np 4 "$train" "${common[@]}" --quantize-weights --quantize-grads 8 --out "$out/quantized_one_host" |
   tee "$out/quantized_one_host.log"
 grep -q "share one host (nothing quantized)" "$out/quantized_one_host.log" ||
@@ -90,15 +98,20 @@ across_hsdp=$(sent "$out/hsdp/metrics.jsonl" comm_bytes_across_hosts)
 across_tp=$(sent "$out/tp/metrics.jsonl" comm_bytes_across_hosts)
 across_hpz=$(sent "$out/hpz/metrics.jsonl" comm_bytes_across_hosts)
 across_zeropp=$(sent "$out/zeropp/metrics.jsonl" comm_bytes_across_hosts)
+across_qwz=$(sent "$out/qwz/metrics.jsonl" comm_bytes_across_hosts)
+across_qgz=$(sent "$out/qgz/metrics.jsonl" comm_bytes_across_hosts)
 echo "bytes sent in steps 2-12: one host $within_one within; two hosts $within_two within, $across_two across;" \
   "across hosts --hsdp $across_hsdp, --tp 2 $across_tp, --reshard-after-forward host $across_hpz," \
-  "ZeRO++ $across_zeropp"
+  "ZeRO++ $across_zeropp, --quantize-weights $across_qwz, --quantize-grads 8 $across_qgz"
 ((within_one > 0 && across_one == 0)) || { echo "FAIL: one host counted $across_one B across hosts" >&2; exit 1; }
 ((within_two + across_two == within_one)) ||
   { echo "FAIL: the same job counted $((within_two + across_two)) B on two hosts, $within_one B on one" >&2; exit 1; }
 ((across_two > 0 && across_hsdp < across_two && across_tp < across_two && across_hpz < across_two)) ||
   { echo "FAIL: across hosts: FSDP $across_two B, --hsdp $across_hsdp B, --tp 2 $across_tp B," \
       "--reshard-after-forward host $across_hpz B" >&2; exit 1; }
+((across_qwz > 0 && across_qwz < across_two && across_qgz > 0 && across_qgz < across_two)) ||
+  { echo "FAIL: across hosts: FSDP $across_two B, --quantize-weights $across_qwz B, --quantize-grads 8" \
+      "$across_qgz B" >&2; exit 1; }
 ((across_zeropp > 0 && across_zeropp * 10 <= across_two * 3)) ||
   { echo "FAIL: ZeRO++ sent $across_zeropp B across hosts, FSDP $across_two B (at most 0.3x expected)" >&2; exit 1; }
 echo "PASS: 12 steps across 2 hosts x 2 ranks give the losses of 4 ranks on one host within 1e-4, --hsdp too;" \
