@@ -9,6 +9,8 @@
 #include "dtr/mesh/distributed.h"
 #include "dtr/nn/transformer.h"
 
+#include "tests/support/tiny_transformer.h"
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -95,13 +97,7 @@ TEST_CASE("model summary lists modules, groups and this rank's shard sizes") {
 }
 
 TEST_CASE("model summary names a group's quantized communication policy") {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.dim = 16;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.max_seq_len = 8;
-  auto model = std::make_shared<nn::Transformer>(c);
+  auto model = std::make_shared<nn::Transformer>(testing::tiny_config());
   for (auto& layer : model->layers()) {
     fsdp::fully_shard(*layer, {.quantized_comm = {.weights = true, .gradient_bits = 4, .host_size = 1}});
   }

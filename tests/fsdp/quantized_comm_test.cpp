@@ -69,6 +69,15 @@ std::unique_ptr<nn::Linear> make_linear() {
   return linear;
 }
 
+// make_linear() sharded over `world` with `policy` on this test's hosts, in blocks of kBlock.
+std::unique_ptr<nn::Linear> sharded_linear(const mesh::DeviceMesh& world, fsdp::QuantizedCommPolicy policy) {
+  auto linear = make_linear();
+  policy.host_size = policy_host_size();
+  policy.block_size = kBlock;
+  fsdp::fully_shard(*linear, {.mesh = world, .quantized_comm = policy});
+  return linear;
+}
+
 // Rank r's per-rank flat buffer of a weight [kOut, kIn] and a bias [kOut] given flat.
 std::vector<float> per_rank_buffer(const std::vector<float>& weight, const std::vector<float>& bias, int r, int n) {
   const int64_t chunk = (kOut + n - 1) / n;  // torch.chunk's rows per rank
@@ -105,9 +114,7 @@ TEST_CASE("quantized all-gather: other hosts' shards arrive quantized once, this
   const int n = distributed::world_size(), me = distributed::rank();
   const auto world = mesh::init_device_mesh(DeviceType::cpu, {n}, {"dp"});
   const int k = ranks_per_host(world);
-  auto linear = make_linear();
-  fsdp::fully_shard(*linear, {.mesh = world, .quantized_comm = {.weights = true, .host_size = policy_host_size(),
-                                                                .block_size = kBlock}});
+  auto linear = sharded_linear(world, {.weights = true});
   fsdp::fsdp_module(*linear).unshard();
 
   const std::vector<float> weight = weight_values(), bias = bias_values();
@@ -230,10 +237,7 @@ TEST_CASE("quantized reduce-scatter: hosts' partial sums cross quantized, the ow
   const int k = ranks_per_host(world);
   for (const int bits : {8, 4}) {
     INFO("int" << bits);
-    auto linear = make_linear();
-    fsdp::fully_shard(*linear, {.mesh = world, .quantized_comm = {.gradient_bits = bits,
-                                                                  .host_size = policy_host_size(),
-                                                                  .block_size = kBlock}});
+    auto linear = sharded_linear(world, {.gradient_bits = bits});
     // Summed, not averaged: integer gradients keep every sum exact.
     fsdp::fsdp_module(*linear).set_gradient_divide_factor(1.0);
     const auto [got_weight, got_bias] = reduced_gradients(*linear);
@@ -255,10 +259,7 @@ TEST_CASE("quantized reduce-scatter with error feedback sends what earlier codes
   const int k = ranks_per_host(world);
   for (const bool feedback : {true, false}) {
     INFO("error feedback " << feedback);
-    auto linear = make_linear();
-    fsdp::fully_shard(*linear, {.mesh = world, .quantized_comm = {.gradient_bits = 4, .error_feedback = feedback,
-                                                                  .host_size = policy_host_size(),
-                                                                  .block_size = kBlock}});
+    auto linear = sharded_linear(world, {.gradient_bits = 4, .error_feedback = feedback});
     fsdp::fsdp_module(*linear).set_gradient_divide_factor(1.0);
     reduced_gradients(*linear, 0);
     const auto [got_weight, got_bias] = reduced_gradients(*linear, 1);
@@ -291,9 +292,7 @@ TEST_CASE("quantized reduce-scatter averages within the bound of the quantizatio
   const int n = distributed::world_size(), me = distributed::rank();
   const auto world = mesh::init_device_mesh(DeviceType::cpu, {n}, {"dp"});
   const int k = ranks_per_host(world);
-  auto linear = make_linear();
-  fsdp::fully_shard(*linear, {.mesh = world, .quantized_comm = {.gradient_bits = 4, .host_size = policy_host_size(),
-                                                                .block_size = kBlock}});
+  auto linear = sharded_linear(world, {.gradient_bits = 4});
   const auto [got_weight, got_bias] = reduced_gradients(*linear);
   // The average, and the bound: half an int4 step (absmax / 7) of each other host's
   // partial average, taken here at the largest magnitude of that partial.
