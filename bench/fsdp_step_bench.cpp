@@ -566,11 +566,7 @@ int main(int argc, char** argv) {
   std::vector<mesh::ProcessGroupPtr> job_groups = {distributed::world_group()};
   for (int d = 0; d < dp_mesh.ndim(); ++d) job_groups.push_back(dp_mesh.group(d));
   if (g_loss_mesh.defined()) job_groups.push_back(g_loss_mesh.group(0));
-  for (auto& [path, m] : model.named_modules()) {  // the groups FSDP split off: hosts, post-forward groups
-    if (fsdp::is_fully_sharded(*m)) {
-      for (auto& split : fsdp::fsdp_module(*m).process_groups()) job_groups.push_back(split);
-    }
-  }
+  for (auto& split : fsdp::process_groups(model)) job_groups.push_back(split);  // hosts, post-forward groups
   for (int i = 0; i < opt.warmup; ++i) fsdp_trainer.step();  // the first allocates the optimizer state
   MPI_Barrier(MPI_COMM_WORLD);
   group->reset_stats();

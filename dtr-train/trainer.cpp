@@ -255,10 +255,7 @@ void build_model(Run& r) {
   }
   r.root.emplace(fsdp::fully_shard(*r.model, {.mesh = r.dp_mesh, .mp_policy = mp, .quantized_comm = quantized}));
   // The groups FSDP split off (hosts, post-forward groups) count in the bytes too.
-  for (auto& [path, m] : r.model->named_modules()) {
-    if (!fsdp::is_fully_sharded(*m)) continue;
-    for (auto& group : fsdp::fsdp_module(*m).process_groups()) r.comm_groups.push_back(group);
-  }
+  for (auto& group : fsdp::process_groups(*r.model)) r.comm_groups.push_back(group);
   r.model->to_empty(r.device);
 }
 

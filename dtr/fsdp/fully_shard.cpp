@@ -196,6 +196,18 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options) {
 
 bool is_fully_sharded(const nn::Module& module) { return find_state(module) != nullptr; }
 
+std::vector<mesh::ProcessGroupPtr> process_groups(nn::Module& module) {
+  std::vector<mesh::ProcessGroupPtr> groups;
+  for (auto& [path, m] : module.named_modules()) {
+    if (auto state = find_state(*m)) {
+      for (auto& group : state->process_groups()) {
+        if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+      }
+    }
+  }
+  return groups;
+}
+
 void reshard_all(nn::Module& module) {
   FSDPParamGroup* pinned = nullptr;
   for (auto& [path, m] : module.named_modules()) {
@@ -286,7 +298,6 @@ void FSDPModule::set_gradient_divide_factor(double factor) {
 nn::Module& FSDPModule::module() const { return state_of(state_).module(); }
 const mesh::DeviceMesh& FSDPModule::mesh() const { return state_of(state_).options().mesh; }
 
-std::vector<mesh::ProcessGroupPtr> FSDPModule::process_groups() const { return state_of(state_).process_groups(); }
 
 std::vector<std::pair<std::string, DTensor>> FSDPModule::sharded_parameters() const {
   std::vector<std::pair<std::string, DTensor>> out;

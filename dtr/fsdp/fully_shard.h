@@ -160,10 +160,6 @@ class FSDPModule {
 
   nn::Module& module() const;
   const mesh::DeviceMesh& mesh() const;
-  // Every process group this module's collectives run on: the mesh dims', and the
-  // groups quantized_comm and an integer reshard_after_forward split off them (for
-  // byte counts: mesh::sent_by_link).
-  std::vector<mesh::ProcessGroupPtr> process_groups() const;
   // The sharded parameters of this group, by fully qualified name within the module.
   std::vector<std::pair<std::string, DTensor>> sharded_parameters() const;
   // Elements (not bytes) of the flat all-gather buffer of this group on this rank
@@ -191,6 +187,11 @@ FSDPModule fully_shard(nn::Module& module, FullyShardOptions options = {});
 // parameters until the next backward), and waits for pinned CPU offload's queued
 // copies of the shards. State dicts and checkpoints call it.
 void reshard_all(nn::Module& module);
+
+// Every process group the fully_shard modules in `module`'s tree run collectives on:
+// their meshes' dims, and the groups quantized_comm and an integer
+// reshard_after_forward split off them (for byte counts: mesh::sent_by_link).
+std::vector<mesh::ProcessGroupPtr> process_groups(nn::Module& module);
 
 // The controls of a module fully_shard was applied to (an error otherwise).
 FSDPModule fsdp_module(nn::Module& module);

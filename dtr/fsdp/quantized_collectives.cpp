@@ -107,18 +107,18 @@ PendingCollective quantized_all_gather(const FlatCollectives& flat, const HostGr
   Tensor staged = dtr::empty({h * numel}, options);  // the buffers of this rank's counterparts, host by host
   Tensor own = staged.narrow(0, me * numel, numel);
   flat.copy_shards_into(own);
-  auto mine = std::make_shared<QuantizedBuffers>(flat, 1, block, 8, options);
+  QuantizedBuffers mine(flat, 1, block, 8, options);
   auto gathered = std::make_shared<QuantizedBuffers>(flat, h, block, 8, options);
   {
     DTR_PROFILE_SCOPE("fsdp", "all_gather quantize");
-    mine->quantize(own, 0);
+    mine.quantize(own, 0);
   }
   const auto& across = hosts.across;
-  mesh::WorkPtr work = mesh::make_work_list({across->all_gather_into_tensor(gathered->codes, mine->codes),
-                                             across->all_gather_into_tensor(gathered->absmax, mine->absmax)},
+  mesh::WorkPtr work = mesh::make_work_list({across->all_gather_into_tensor(gathered->codes, mine.codes),
+                                             across->all_gather_into_tensor(gathered->absmax, mine.absmax)},
                                             "quantized all_gather across hosts");
   Tensor output = dtr::empty({flat.ranks() * numel}, options);
-  PendingCollective pending{work, {mine->codes, mine->absmax}, output, h, nullptr};
+  PendingCollective pending{work, {mine.codes, mine.absmax}, output, h, nullptr};
   pending.finish = [h, me, numel, staged, gathered, output, within = hosts.within] {
     {
       DTR_PROFILE_SCOPE("fsdp", "all_gather dequantize");
@@ -173,9 +173,8 @@ PendingCollective quantized_reduce_scatter(const FlatCollectives& flat, const Ho
       "quantized all_to_all across hosts");
   Tensor output = dtr::empty({numel}, options);
   PendingCollective pending{work, {sent.codes, sent.absmax}, output, 1, nullptr};
-  pending.finish = [h, me, numel, partial, received, output] {
+  pending.finish = [h, me, numel, partial, received, output, f32 = on(options, DType::f32)] {
     DTR_PROFILE_SCOPE("fsdp", "reduce_scatter dequantize");
-    const TensorOptions f32{.dtype = DType::f32, .device = output.device(), .tag = MemoryTag::comm_buffer};
     Tensor sum = output.dtype() == DType::f32 ? output : dtr::empty({numel}, f32);
     Tensor part = dtr::empty({numel}, f32);
     for (int64_t b = 0; b < h; ++b) {
