@@ -2,11 +2,14 @@
 """dtr's CPU benchmarks against PyTorch on the same machine, interleaved.
 
 Each round runs, one after another: the f32 1024^3 GEMM (dtr_gemm_bench's
-all-threads figure, torch.mm), the GPT-2 124M step, B=4 T=64, AdamW
+all-threads figure, torch.mm), the f32 GEMM on every row of dtr_gemm_bench's
+shapes table (transposes, GPT-2 and Llama layer shapes), the GPT-2 124M step, B=4 T=64, AdamW
 (dtr_train_step_bench, torch), and the FSDP step of dtr_fsdp_step_bench's default
 shape at each --ranks (dtr under mpirun; PyTorch FSDP2 over gloo under
 torch.distributed.run). It prints each figure's median over the rounds and the
-ratio dtr / PyTorch. The PyTorch side is bench/torch_cpu_yardstick.py, run by
+ratio dtr / PyTorch, under a header naming the CPU model and the f32 FMA peak that
+dtr_gemm_bench measures at dtr's CPU level (GEMM figures also as a share of it;
+the same code measures differently on Intel and AMD). The PyTorch side is bench/torch_cpu_yardstick.py, run by
 --python (an interpreter with torch installed; nothing in the project needs it).
 
   bench/cpu_vs_torch.py --python /path/to/venv/bin/python [--build build/release]
@@ -22,6 +25,17 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cpu_levels import gemm_figures, step_figures  # noqa: E402
+
+# "Intel(R) Xeon(R) Processor; measured FMA peak at avx512: 147.2 GFLOP/s on 1 thread, 293.9 on 2"
+PEAK_LINE = re.compile(r"^(.*); measured FMA peak at (\w+): ([\d.]+) GFLOP/s on 1 thread, ([\d.]+) on (\d+)$", re.M)
+# "        gpt2 qkv forward |     256 x 2304 x 768 | NT |   250.0 GF/s |   85.0%"
+SHAPE_ROW = re.compile(r"^\s*([a-z0-9 ]+?) \|\s*(\d+) x (\d+) x (\d+) \| ([NT]{2}) \|\s*([\d.]+) GF/s", re.M)
+# "yardstick gemm-shapes gpt2 qkv forward 256x2304x768 NT: 250.0 GFLOP/s"
+TORCH_SHAPE = re.compile(r"^yardstick gemm-shapes (.+) (\d+)x(\d+)x(\d+) ([NT]{2}): ([\d.]+) GFLOP/s", re.M)
+
+
+def shape_rates(pattern, text):
+    return {f"{m[0]} {m[1]}x{m[2]}x{m[3]} {m[4]}": float(m[5]) for m in pattern.findall(text)}
 
 
 def run(cmd, env=None):
@@ -64,13 +78,24 @@ def main():
             "GPT-2 124M step, B=4 T=64, AdamW": ("ms", [], [])}
     for ranks in args.ranks:
         rows[f"FSDP step 6x384, {ranks} rank(s)"] = ("ms", [], [])
+    shapes = {}  # name -> ([dtr values], [torch values])
+    peaks = []
     for r in range(args.rounds):
-        gemm = gemm_figures(run([f"{args.build}/bench/dtr_gemm_bench"]))
+        gemm_text = run([f"{args.build}/bench/dtr_gemm_bench"])
+        peak = PEAK_LINE.search(gemm_text)
+        peaks.append(float(peak.group(4)))
+        gemm = gemm_figures(gemm_text)
         rows["f32 GEMM 1024^3, all threads"][1].append(gemm["GEMM 1024^3, all threads (GFLOP/s)"])
         rows["f32 GEMM 1024^3, all threads"][2].append(yardstick(args, "gemm"))
+        torch_shapes = shape_rates(TORCH_SHAPE, run([args.python, os.path.join(HERE, "torch_cpu_yardstick.py"),
+                                                     "gemm-shapes"]))
+        for name, rate in shape_rates(SHAPE_ROW, gemm_text).items():
+            shapes.setdefault(name, ([], []))[0].append(rate)
+            shapes[name][1].append(torch_shapes[name])
         step_text = run([f"{args.build}/bench/dtr_train_step_bench", "2"])
         if r == 0:  # its first line names the model, threads and CPU level
-            print(f"dtr: {step_text.splitlines()[0]}\nPyTorch {torch_version}, {os.cpu_count()} cores")
+            print(f"{peak.group(1)}, {os.cpu_count()} cores")
+            print(f"dtr: {step_text.splitlines()[0]}\nPyTorch {torch_version}")
         step = step_figures(step_text)
         rows["GPT-2 124M step, B=4 T=64, AdamW"][1].append(step["GPT-2 124M step (ms)"])
         rows["GPT-2 124M step, B=4 T=64, AdamW"][2].append(yardstick(args, "step"))
@@ -83,6 +108,12 @@ def main():
     for name, (unit, dtr_values, torch_values) in rows.items():
         d, t = statistics.median(dtr_values), statistics.median(torch_values)
         print(f"{name:<36} {unit:>8} {d:>9.1f} {t:>9.1f} {d / t:>11.2f}x")
+    peak = statistics.median(peaks)
+    print(f"\nf32 GEMM, all threads, GFLOP/s; measured FMA peak {peak:.1f} GFLOP/s (median of {args.rounds})")
+    print(f"{'shape':<52} {'dtr':>7} {'PyTorch':>8} {'dtr/PyTorch':>12} {'dtr/peak':>9} {'PyTorch/peak':>13}")
+    for name, (dtr_values, torch_values) in shapes.items():
+        d, t = statistics.median(dtr_values), statistics.median(torch_values)
+        print(f"{name:<52} {d:>7.1f} {t:>8.1f} {d / t:>11.2f}x {100 * d / peak:>8.1f}% {100 * t / peak:>12.1f}%")
 
 
 if __name__ == "__main__":

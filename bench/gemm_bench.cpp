@@ -1,9 +1,16 @@
-// GEMM benchmark: square f32 products C = A . B, in GFLOP/s, of
+// GEMM benchmark, f32, in GFLOP/s and as a share of the machine's measured FMA peak
+// (bench/fma_peak.h) at the active CPU level.
+// Square products C = A . B of
 //   (a) Eigen directly: a single-threaded Map<Matrix> product over the tensors' buffers,
 //   (b) dtr::matmul with kernels::set_num_threads(1), and its ratio to (a),
 //   (c) dtr::matmul with the default thread count (DTR_NUM_THREADS or the core count).
+// Then kernels::cpu::gemm on every transpose and on the layer shapes of a GPT-2 124M
+// step (B=4, T=64: 256 tokens) and a Llama-style MLP, with the default thread count;
+// bench/torch_cpu_yardstick.py's gemm-shapes times torch.mm on the same rows.
 // Each figure is the best of several timed runs after one warm-up run.
+#include "bench/fma_peak.h"
 #include "dtr/kernels/cpu/cpu_level.h"
+#include "dtr/kernels/cpu/gemm.h"
 #include "dtr/kernels/cpu/parallel.h"
 #include "dtr/tensor/factory.h"
 #include "dtr/tensor/ops/matmul.h"
@@ -52,20 +59,82 @@ dtr::Tensor random_matrix(int64_t n, uint32_t seed) {
   return dtr::from_vector(v, {n, n});
 }
 
+std::vector<float> random_values(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// One row of the shapes table: C[m, n] = op(A)[m, k] . op(B)[k, n]. "NT" is A as
+// stored, B transposed (a linear layer's forward, x . W^T); "NN" its input gradient
+// (dy . W); "TN" its weight gradient (dy^T . x).
+struct Shape {
+  const char* name;
+  int64_t m, n, k;
+  const char* op;
+};
+
+constexpr Shape kShapes[] = {
+    {"square", 1024, 1024, 1024, "NN"},
+    {"square", 1024, 1024, 1024, "NT"},
+    {"square", 1024, 1024, 1024, "TN"},
+    {"square", 1024, 1024, 1024, "TT"},
+    {"gpt2 qkv forward", 256, 2304, 768, "NT"},
+    {"gpt2 qkv input grad", 256, 768, 2304, "NN"},
+    {"gpt2 qkv weight grad", 2304, 768, 256, "TN"},
+    {"gpt2 mlp up forward", 256, 3072, 768, "NT"},
+    {"gpt2 mlp down forward", 256, 768, 3072, "NT"},
+    {"gpt2 mlp down weight grad", 768, 3072, 256, "TN"},
+    {"gpt2 lm head forward", 256, 50257, 768, "NT"},
+    {"gpt2 lm head input grad", 256, 768, 50257, "NN"},
+    {"gpt2 lm head weight grad", 50257, 768, 256, "TN"},
+    {"llama mlp up forward", 512, 5632, 2048, "NT"},
+    {"llama mlp down input grad", 512, 5632, 2048, "NN"},
+};
+
+void print_shapes(double peak) {
+  using dtr::kernels::cpu::Transpose;
+  fmt::print("\nkernels::cpu::gemm, {} threads\n", dtr::kernels::num_threads());
+  fmt::print("{:>26} | {:>20} | {:>2} | {:>12} | {:>7}\n", "shape", "m x n x k", "op", "GFLOP/s", "of peak");
+  fmt::print("{:->26}-+-{:->20}-+-{:->2}-+-{:->12}-+-{:->7}\n", "", "", "", "", "");
+  for (const Shape& s : kShapes) {
+    const Transpose ta = s.op[0] == 'T' ? Transpose::yes : Transpose::no;
+    const Transpose tb = s.op[1] == 'T' ? Transpose::yes : Transpose::no;
+    const std::vector<float> a = random_values(s.m * s.k, 1), b = random_values(s.k * s.n, 2);
+    std::vector<float> c(static_cast<size_t>(s.m * s.n));
+    const int64_t lda = ta == Transpose::no ? s.k : s.m, ldb = tb == Transpose::no ? s.n : s.k;
+    const double best = best_times({[&] {
+      dtr::kernels::cpu::gemm<float>(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                                     c.data(), s.n);
+    }})[0];
+    const double gflops = 2.0 * static_cast<double>(s.m * s.n) * static_cast<double>(s.k) / best * 1e-9;
+    fmt::print("{:>26} | {:>20} | {:>2} | {:>7.1f} GF/s | {:>6.1f}%\n", s.name,
+               fmt::format("{} x {} x {}", s.m, s.n, s.k), s.op, gflops, 100.0 * gflops / peak);
+  }
+}
+
 }  // namespace
 
 int main() {
   const int default_threads = dtr::kernels::num_threads();
+  const double peak_one = dtr::bench::measured_fma_peak_gflops(1);
+  const double peak_all = dtr::bench::measured_fma_peak_gflops(default_threads);
+  fmt::print("{}; measured FMA peak at {}: {:.1f} GFLOP/s on 1 thread, {:.1f} on {}\n",
+             dtr::bench::cpu_model_name(), dtr::kernels::cpu::cpu_level_name(dtr::kernels::cpu::active_cpu_level()),
+             peak_one, peak_all, default_threads);
   fmt::print("f32 C = A . B, square, row-major; best of >= 5 runs after a warm-up\n");
   fmt::print("(a): Eigen {}.{}.{} built into this file, SIMD: {}; (b), (c): dtr's CPU kernels {}; "
              "default threads: {}\n\n",
              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
              Eigen::SimdInstructionSetsInUse(), dtr::kernels::cpu::cpu_level_description(),
              default_threads);
-  fmt::print("{:>6} | {:>13} | {:>14} | {:>9} | {:>14} | {:>8}\n", "size", "(a) Eigen 1T",
+  fmt::print("{:>6} | {:>13} | {:>14} | {:>9} | {:>14} | {:>8} | {:>9} | {:>9}\n", "size", "(a) Eigen 1T",
              "(b) matmul 1T", "(b)/(a)", "(c) matmul " + std::to_string(default_threads) + "T",
-             "(c)/(b)");
-  fmt::print("{:->6}-+-{:->13}-+-{:->14}-+-{:->9}-+-{:->14}-+-{:->8}\n", "", "", "", "", "", "");
+             "(c)/(b)", "(b)/peak", "(c)/peak");
+  fmt::print("{:->6}-+-{:->13}-+-{:->14}-+-{:->9}-+-{:->14}-+-{:->8}-+-{:->9}-+-{:->9}\n", "", "", "", "", "", "",
+             "", "");
 
   for (int64_t n : {512, 1024, 2048}) {
     const dtr::Tensor a = random_matrix(n, 1), b = random_matrix(n, 2);
@@ -88,9 +157,11 @@ int main() {
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     const double eigen = flops / single[0] * 1e-9, op1 = flops / single[1] * 1e-9,
                  opn = flops / multi[0] * 1e-9;
-    fmt::print("{:>6} | {:>8.1f} GF/s | {:>9.1f} GF/s | {:>8.1f}% | {:>9.1f} GF/s | {:>7.2f}x{}\n",
-               n, eigen, op1, 100.0 * op1 / eigen, opn, opn / op1,
+    fmt::print("{:>6} | {:>8.1f} GF/s | {:>9.1f} GF/s | {:>8.1f}% | {:>9.1f} GF/s | {:>7.2f}x | {:>8.1f}% | "
+               "{:>8.1f}%{}\n",
+               n, eigen, op1, 100.0 * op1 / eigen, opn, opn / op1, 100.0 * op1 / peak_one, 100.0 * opn / peak_all,
                max_diff > 1e-3f ? fmt::format("  (op differs from Eigen by {})", max_diff) : "");
   }
+  print_shapes(peak_all);
   return 0;
 }

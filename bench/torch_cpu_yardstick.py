@@ -3,6 +3,10 @@
 
   gemm   torch.mm of two 1024 x 1024 f32 matrices, GFLOP/s (best of >= 5 after a
          warm-up), as dtr_gemm_bench's 1024^3 row.
+  gemm-shapes
+         torch.mm on the rows of dtr_gemm_bench's shapes table (every transpose
+         of 1024^3, the GPT-2 124M step's and a Llama MLP's layer shapes): one
+         line per row, "yardstick gemm-shapes <name> <m>x<n>x<k> <op>: <GFLOP/s>".
   step   one training step of the GPT-2 124M shape, B=4 T=64, AdamW (lr 1e-4,
          PyTorch's default foreach path), ms (best of --steps after one warm-up),
          as dtr_train_step_bench: same model (bench/torch_gpt2_step.py's
@@ -33,16 +37,53 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt2_step import build_model  # noqa: E402
 
 
-def gemm(args):
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    torch.mm(a, b)
+# dtr_gemm_bench's shapes table (bench/gemm_bench.cpp): name, m, n, k, op. "NT" is
+# A as stored, B transposed (x . W^T), and so on.
+GEMM_SHAPES = [
+    ("square", 1024, 1024, 1024, "NN"),
+    ("square", 1024, 1024, 1024, "NT"),
+    ("square", 1024, 1024, 1024, "TN"),
+    ("square", 1024, 1024, 1024, "TT"),
+    ("gpt2 qkv forward", 256, 2304, 768, "NT"),
+    ("gpt2 qkv input grad", 256, 768, 2304, "NN"),
+    ("gpt2 qkv weight grad", 2304, 768, 256, "TN"),
+    ("gpt2 mlp up forward", 256, 3072, 768, "NT"),
+    ("gpt2 mlp down forward", 256, 768, 3072, "NT"),
+    ("gpt2 mlp down weight grad", 768, 3072, 256, "TN"),
+    ("gpt2 lm head forward", 256, 50257, 768, "NT"),
+    ("gpt2 lm head input grad", 256, 768, 50257, "NN"),
+    ("gpt2 lm head weight grad", 50257, 768, 256, "TN"),
+    ("llama mlp up forward", 512, 5632, 2048, "NT"),
+    ("llama mlp down input grad", 512, 5632, 2048, "NN"),
+]
+
+
+def best_gflops(multiply, flops):
+    """multiply()'s best rate over >= 5 runs and >= 2 s, after a warm-up."""
+    multiply()
     best, total, reps = float("inf"), 0.0, 0
     while reps < 5 or total < 2.0:
         t0 = time.perf_counter()
-        torch.mm(a, b)
+        multiply()
         dt = time.perf_counter() - t0
         best, total, reps = min(best, dt), total + dt, reps + 1
-    print(f"yardstick gemm: {2 * 1024 ** 3 / best / 1e9:.1f} GFLOP/s")
+    return flops / best / 1e9
+
+
+def gemm(args):
+    # A new result tensor each time, as dtr::matmul in dtr_gemm_bench's square rows.
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    print(f"yardstick gemm: {best_gflops(lambda: torch.mm(a, b), 2 * 1024 ** 3):.1f} GFLOP/s")
+
+
+def gemm_shapes(args):
+    for name, m, n, k, op in GEMM_SHAPES:
+        # op(X) is a transposed view of a stored matrix, as dtr reads it.
+        a = torch.randn(k, m).t() if op[0] == "T" else torch.randn(m, k)
+        b = torch.randn(n, k).t() if op[1] == "T" else torch.randn(k, n)
+        out = torch.empty(m, n)  # into one result, as kernels::cpu::gemm in the shapes table
+        rate = best_gflops(lambda: torch.mm(a, b, out=out), 2 * m * n * k)
+        print(f"yardstick gemm-shapes {name} {m}x{n}x{k} {op}: {rate:.1f} GFLOP/s")
 
 
 def step_fn(model, optimizer, inputs, targets, vocab):
@@ -114,7 +155,7 @@ def fsdp_step(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["gemm", "step", "fsdp"])
+    parser.add_argument("what", choices=["gemm", "gemm-shapes", "step", "fsdp"])
     parser.add_argument("--threads", type=int, default=0,
                         help="intra-op threads (0: all cores; fsdp: cores / ranks)")
     parser.add_argument("--steps", type=int, default=3)
@@ -124,7 +165,7 @@ def main():
         ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         threads = max(1, (os.cpu_count() or 1) // ranks)
     torch.set_num_threads(threads)
-    {"gemm": gemm, "step": gpt2_step, "fsdp": fsdp_step}[args.what](args)
+    {"gemm": gemm, "gemm-shapes": gemm_shapes, "step": gpt2_step, "fsdp": fsdp_step}[args.what](args)
 
 
 if __name__ == "__main__":

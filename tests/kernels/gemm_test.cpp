@@ -182,6 +182,18 @@ TEMPLATE_TEST_CASE("gemm matches a double triple loop for every size mix and tra
   }
 }
 
+TEST_CASE("f32 gemm spans several cache blocks of m, n and k", "[gemm]") {
+  // dtr's packed f32 GEMM blocks m by 192 rows (avx512; fewer below), n by 2048
+  // columns and k by 256: each dimension here crosses its block edge and ends in a
+  // partial register tile, and beta applies once, in the first block of k.
+  std::mt19937 rng(7);
+  for (Transpose ta : kBoth) {
+    for (Transpose tb : kBoth) {
+      run_and_check<float>({.ta = ta, .tb = tb, .m = 203, .n = 2083, .k = 531, .alpha = 0.5, .beta = -1.5}, rng);
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("gemm alpha and beta edge cases follow BLAS", "[gemm]", float, double, bf16,
                    f16) {
   using T = TestType;

@@ -1,10 +1,14 @@
 #include "dtr/kernels/cpu/gemm.h"
 
+#include "dtr/kernels/cpu/gemm_packed.h"
+#include "dtr/kernels/cpu/gemm_register_tile.h"
 #include "dtr/kernels/cpu/parallel.h"
 
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <vector>
 
 namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
@@ -30,16 +34,18 @@ constexpr int64_t kHalfTileK = 256;
 // Where a threaded GEMM may cut C: rows at multiples of kRowQuantum, columns at
 // multiples of kColQuantum. Cuts must not change the order in which any element
 // of C is summed, so results do not depend on the thread count:
-// - float/double: Eigen computes row-major C as the column-major product B^T A^T,
+// - float: dtr's packed GEMM (gemm_packed.h) sums every element alike wherever it
+//   lies; cuts fall between register tiles only so that no tile is split in two.
+// - double: Eigen computes row-major C as the column-major product B^T A^T,
 //   with register blocks of nr (4 or 8) rows of C and mr (3 packets: 6..48)
 //   columns of C; elements in full blocks and in remainder blocks take different
 //   code paths, while k is blocked from k alone. Cuts at multiples of 64 rows and
 //   96 columns (multiples of every nr and mr) keep each element's path.
 // - bf16/f16: the tile grid above is fixed from the origin of C; cuts fall on tiles.
 template <class T>
-constexpr int64_t kRowQuantum = is_half_v<T> ? kHalfTileM : 64;
+constexpr int64_t kRowQuantum = is_half_v<T> ? kHalfTileM : std::is_same_v<T, float> ? detail::kTileRows : 64;
 template <class T>
-constexpr int64_t kColQuantum = is_half_v<T> ? kHalfTileN : 96;
+constexpr int64_t kColQuantum = is_half_v<T> ? kHalfTileN : std::is_same_v<T, float> ? detail::kTileCols : 96;
 
 // One GEMM problem; `rows` and `cols` give the sub-problems for parts of C.
 template <class T>
@@ -120,12 +126,18 @@ void apply_epilogue(const Problem<T>& p) {
   }
 }
 
-// The product of float / double on the calling thread, before the epilogue.
+// The product of float (dtr's packed GEMM) / double (Eigen's) on the calling thread,
+// before the epilogue.
 template <class T>
 void run_product(const Problem<T>& p) {
   MatrixMap<T> c(p.c, p.m, p.n, Eigen::OuterStride<>(p.ldc));
   if (p.alpha == T(0) || p.k == 0) {
     scale<T>(c, p.beta);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    packed_sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta,
+                 p.c, p.ldc);
     return;
   }
   with_op(p.trans_a, p.a, p.m, p.k, p.lda, [&](const auto& a) {
@@ -242,9 +254,10 @@ double worst_share(int64_t size, int64_t quantum, int threads) {
 
 // One GEMM over all threads: cut along rows or columns of C, whichever balances
 // better. Each thread packs all of the operand that is not cut (all of op(B) when
-// cutting rows, all of op(A) when cutting columns), so when both balance alike the
-// cut goes across the larger operand: with n > m (a linear layer's forward on a few
-// hundred tokens) cutting rows would have every thread pack the whole weight.
+// cutting rows, all of op(A) when cutting columns), so when both balance alike
+// (within kBalanceSlack of the work) the cut goes across the larger operand: with
+// n > m (a linear layer's forward on a few hundred tokens) cutting rows would have
+// every thread pack the whole weight.
 template <class T>
 void run_split(const Problem<T>& p) {
   const int threads = num_threads();
@@ -256,8 +269,9 @@ void run_split(const Problem<T>& p) {
   }
   const double row_share = worst_share(p.m, kRowQuantum<T>, threads);
   const double col_share = worst_share(p.n, kColQuantum<T>, threads);
-  const bool by_rows = row_units >= 2 && (col_units < 2 || row_share < col_share ||
-                                          (row_share == col_share && p.m >= p.n));
+  constexpr double kBalanceSlack = 0.02;
+  const bool alike = std::abs(row_share - col_share) <= kBalanceSlack;
+  const bool by_rows = row_units >= 2 && (col_units < 2 || (alike ? p.m >= p.n : row_share < col_share));
   if (by_rows) {
     parallel_for(0, row_units, 1, [&](int64_t lo, int64_t hi) {
       run_serial(p.rows(lo * kRowQuantum<T>, std::min(p.m, hi * kRowQuantum<T>)));

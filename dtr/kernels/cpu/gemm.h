@@ -1,4 +1,5 @@
-// Matrix multiply on the CPU (GEMM), on Eigen maps over raw pointers.
+// Matrix multiply on the CPU (GEMM): f32 (and the half types, through f32) on dtr's
+// packed kernels, f64 on Eigen maps over raw pointers.
 //
 // Row-major semantics, like cblas with CblasRowMajor:
 //   C[m, n] = alpha * op(A)[m, k] . op(B)[k, n] + beta * C

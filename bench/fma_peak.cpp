@@ -1,0 +1,94 @@
+#include "bench/fma_peak.h"
+
+#include "dtr/kernels/cpu/cpu_level.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dtr::bench {
+
+namespace {
+
+// Multiply-adds per loop iteration and chain: enough chains to cover the FMA latency
+// (4 cycles) on two FMA ports with room to spare.
+constexpr int kChains = 16;
+constexpr long kIterations = 20'000'000;
+
+// Each runs kChains chains of acc = acc * step + one for kIterations, keeps the sum
+// alive through `sink` and returns the multiply-adds done. One function per level
+// (an intrinsic needs its target on the function that calls it).
+#define DTR_FMA_CHAINS(name, isa, V, set1, madd, add)                            \
+  [[gnu::target(isa)]] long name(float* sink) {                                 \
+    const V one = set1(1.0f), step = set1(0.999999f);                           \
+    V acc[kChains];                                                             \
+    for (V& a : acc) a = one;                                                   \
+    for (long i = 0; i < kIterations; ++i) {                                    \
+      _Pragma("GCC unroll 16") for (V& a : acc) a = madd(a, step, one);         \
+    }                                                                           \
+    V total = acc[0];                                                           \
+    for (int c = 1; c < kChains; ++c) total = add(total, acc[c]);               \
+    float lanes[sizeof(V) / sizeof(float)];                                     \
+    std::memcpy(lanes, &total, sizeof(V));                                      \
+    *sink = lanes[0];                                                           \
+    return kIterations * kChains * static_cast<long>(sizeof(V) / sizeof(float)); \
+  }
+
+#define DTR_SSE_MADD(a, b, c) _mm_add_ps(_mm_mul_ps(a, b), c)
+DTR_FMA_CHAINS(chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
+DTR_FMA_CHAINS(chains_avx2, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
+DTR_FMA_CHAINS(chains_baseline, "sse2", __m128, _mm_set1_ps, DTR_SSE_MADD, _mm_add_ps)
+#undef DTR_SSE_MADD
+#undef DTR_FMA_CHAINS
+
+long chains_at_active_level(float* sink) {
+  switch (kernels::cpu::active_cpu_level()) {
+    case kernels::cpu::CpuLevel::avx512: return chains_avx512(sink);
+    case kernels::cpu::CpuLevel::avx2: return chains_avx2(sink);
+    case kernels::cpu::CpuLevel::baseline: break;
+  }
+  return chains_baseline(sink);
+}
+
+}  // namespace
+
+double measured_fma_peak_gflops(int threads) {
+  double best = 0;
+  for (int run = 0; run < 3; ++run) {
+    std::vector<float> sinks(static_cast<size_t>(threads) * 16);  // a cache line each
+    std::vector<long> counts(static_cast<size_t>(threads));
+    std::vector<std::thread> workers;
+    const auto start = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { counts[t] = chains_at_active_level(&sinks[t * 16]); });
+    }
+    for (auto& w : workers) w.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    long madds = 0;
+    for (long c : counts) madds += c;
+    best = std::max(best, 2.0 * static_cast<double>(madds) / seconds * 1e-9);
+  }
+  return best;
+}
+
+const char* cpu_model_name() {
+  static const std::string name = [] {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("model name", 0) == 0) {
+        const auto colon = line.find(':');
+        if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+      }
+    }
+    return std::string("unknown CPU");
+  }();
+  return name.c_str();
+}
+
+}  // namespace dtr::bench

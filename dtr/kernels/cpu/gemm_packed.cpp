@@ -1,0 +1,142 @@
+#include "dtr/kernels/cpu/gemm_packed.h"
+
+#include "dtr/kernels/cpu/gemm_interleave.h"
+#include "dtr/kernels/cpu/gemm_register_tile.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
+
+namespace {
+
+using detail::kTileCols;
+using detail::kTileRows;
+using detail::TileStore;
+
+// Cache blocking: op(B) in blocks of kBlockK x kBlockCols (a micro-panel of kBlockK x
+// kTileCols, 32 KiB at avx512, stays in L1 while the A block streams past it), op(A)
+// in blocks of kBlockRows x kBlockK (192 KiB at avx512, in L2).
+constexpr int64_t kBlockK = 256;
+constexpr int64_t kBlockRows = kTileRows * 16;
+constexpr int64_t kBlockCols = kTileCols * 64;
+
+// A float buffer aligned to a cache line that grows on demand, one per thread and use.
+class PackBuffer {
+ public:
+  float* get(int64_t count) {
+    if (count > capacity_) {
+      data_.reset(new (std::align_val_t{64}) float[static_cast<size_t>(count)]);
+      capacity_ = count;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct AlignedDelete {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<float[], AlignedDelete> data_;
+  int64_t capacity_ = 0;
+};
+
+// dst[p * Width + r] = r < count ? src[p * ld + r] : 0 for p < kc: rows of `count`
+// values side by side in the stored matrix, copied into a panel `Width` wide. Full
+// rows copy with a memcpy of constant size, which the compiler turns into a few
+// vector moves (a copy of variable length would call memmove per row).
+template <int Width>
+void copy_rows(const float* src, int64_t ld, int64_t kc, int64_t count, float* dst) {
+  if (count == Width) {
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * Width, src + p * ld, Width * sizeof(float));
+    return;
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t r = 0; r < Width; ++r) dst[p * Width + r] = r < count ? src[p * ld + r] : 0.0f;
+  }
+}
+
+// Rows [i0, i0 + rows) and k [p0, p0 + kc) of op(A) into micro-panels of kTileRows
+// rows, each kc x kTileRows k-major, the rows past the edge zero.
+void pack_a(Transpose trans, const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t p0,
+            int64_t kc, float* dst) {
+  for (int64_t ip = 0; ip < rows; ip += kTileRows) {
+    const int64_t panel_rows = std::min<int64_t>(kTileRows, rows - ip);
+    float* panel = dst + ip * kc;
+    if (trans == Transpose::no) {  // op(A)[i, p] = a[i * lda + p]: each row runs along k
+      detail::interleave_rows(a + (i0 + ip) * lda + p0, lda, panel_rows, kc, panel, kTileRows);
+    } else {  // op(A)[i, p] = a[p * lda + i]: the panel's rows lie side by side
+      copy_rows<kTileRows>(a + p0 * lda + i0 + ip, lda, kc, panel_rows, panel);
+    }
+  }
+}
+
+// k [p0, p0 + kc) and columns [j0, j0 + cols) of op(B) into micro-panels of kTileCols
+// columns, each kc x kTileCols k-major, the columns past the edge zero.
+void pack_b(Transpose trans, const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,
+            int64_t cols, float* dst) {
+  for (int64_t jp = 0; jp < cols; jp += kTileCols) {
+    const int64_t panel_cols = std::min<int64_t>(kTileCols, cols - jp);
+    float* panel = dst + jp * kc;
+    if (trans == Transpose::no) {  // op(B)[p, j] = b[p * ldb + j]: the panel's columns side by side
+      copy_rows<kTileCols>(b + p0 * ldb + j0 + jp, ldb, kc, panel_cols, panel);
+    } else {  // op(B)[p, j] = b[j * ldb + p]: each column runs along k
+      detail::interleave_rows(b + (j0 + jp) * ldb + p0, ldb, panel_cols, kc, panel, kTileCols);
+    }
+  }
+}
+
+// C[rows, cols] (+)= packed A block . packed B block, tile by tile. A B micro-panel
+// meets every A micro-panel of the block before the next one is read. Edge tiles go
+// through a full-size scratch tile, so that they run the same micro-kernel.
+void multiply_blocks(int64_t rows, int64_t cols, int64_t kc, const float* a_block,
+                     const float* b_block, float* c, int64_t ldc, TileStore store) {
+  alignas(64) float scratch[kTileRows * kTileCols] = {};
+  for (int64_t jr = 0; jr < cols; jr += kTileCols) {
+    const int64_t tile_cols = std::min<int64_t>(kTileCols, cols - jr);
+    const float* b_panel = b_block + jr * kc;
+    for (int64_t ir = 0; ir < rows; ir += kTileRows) {
+      const int64_t tile_rows = std::min<int64_t>(kTileRows, rows - ir);
+      const float* a_panel = a_block + ir * kc;
+      float* tile = c + ir * ldc + jr;
+      if (tile_rows == kTileRows && tile_cols == kTileCols) {
+        detail::multiply_tile(kc, a_panel, b_panel, tile, ldc, store);
+        continue;
+      }
+      const auto row_bytes = static_cast<size_t>(tile_cols) * sizeof(float);
+      if (store.beta != 0.0f) {
+        for (int64_t r = 0; r < tile_rows; ++r) std::memcpy(scratch + r * kTileCols, tile + r * ldc, row_bytes);
+      }
+      detail::multiply_tile(kc, a_panel, b_panel, scratch, kTileCols, store);
+      for (int64_t r = 0; r < tile_rows; ++r) std::memcpy(tile + r * ldc, scratch + r * kTileCols, row_bytes);
+    }
+  }
+}
+
+}  // namespace
+
+void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                  float beta, float* c, int64_t ldc) {
+  thread_local PackBuffer a_buffer, b_buffer;
+  auto round_up = [](int64_t x, int64_t to) { return (x + to - 1) / to * to; };
+  float* a_packed = a_buffer.get(round_up(std::min(m, kBlockRows), kTileRows) * std::min(k, kBlockK));
+  float* b_packed = b_buffer.get(round_up(std::min(n, kBlockCols), kTileCols) * std::min(k, kBlockK));
+  for (int64_t j0 = 0; j0 < n; j0 += kBlockCols) {
+    const int64_t cols = std::min(kBlockCols, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
+      const int64_t kc = std::min(kBlockK, k - p0);
+      pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_packed);
+      // The first block of k applies beta; later ones add to what it left.
+      const TileStore store{.alpha = alpha, .beta = p0 == 0 ? beta : 1.0f};
+      for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
+        const int64_t rows = std::min(kBlockRows, m - i0);
+        pack_a(trans_a, a, lda, i0, rows, p0, kc, a_packed);
+        multiply_blocks(rows, cols, kc, a_packed, b_packed, c + i0 * ldc + j0, ldc, store);
+      }
+    }
+  }
+}
+
+}  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

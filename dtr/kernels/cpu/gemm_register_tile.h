@@ -1,0 +1,114 @@
+// Internal to the f32 GEMM (gemm_packed.cpp): the register tile of the instruction-set
+// level this copy of the kernels is compiled for, and the micro-kernel that fills it.
+//
+// The micro-kernel multiplies one packed micro-panel of op(A) (kc x kTileRows, stored
+// k-major: kTileRows values per k) by one packed micro-panel of op(B) (kc x kTileCols,
+// kTileCols values per k) into kTileRows x kTileCols accumulators held in vector
+// registers, one FMA per accumulator vector and k, in k order. Every element of C is
+// therefore summed the same way wherever its tile lies, edge tiles included, so that
+// cutting C among threads never changes a result.
+//
+// Tiles per level (accumulators + the B vectors of one k + one broadcast A value must fit
+// the register file): avx512 12 x 32 (24 + 2 + 1 of 32 zmm), avx2 6 x 16 (12 + 2 + 1 of
+// 16 ymm), baseline 4 x 8 (8 + 2 + 2 of 16 xmm; SSE2 has no FMA: multiply, then add).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace dtr::kernels::cpu::detail {
+
+#if defined(__AVX512F__)
+struct F32Vector {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c, rounded once
+};
+inline constexpr int kTileRows = 12;
+#elif defined(__AVX2__) && defined(__FMA__)
+struct F32Vector {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+inline constexpr int kTileRows = 6;
+#else
+struct F32Vector {
+  using V = __m128;
+  static constexpr int kLanes = 4;
+  static V zero() { return _mm_setzero_ps(); }
+  static V broadcast(float x) { return _mm_set1_ps(x); }
+  static V load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
+  static V mul(V a, V b) { return _mm_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm_add_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }  // rounded twice
+};
+inline constexpr int kTileRows = 4;
+#endif
+
+inline constexpr int kTileVectors = 2;  // vectors per tile row
+inline constexpr int kTileCols = kTileVectors * F32Vector::kLanes;
+
+// How the accumulated products meet C: C = alpha * acc + beta * C, where beta == 0
+// writes C without reading it.
+struct TileStore {
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+// C[0:kTileRows, 0:kTileCols] (row stride ldc) = store.alpha * a_panel . b_panel +
+// store.beta * C, over kc values of k.
+[[gnu::noinline]] inline void multiply_tile(int64_t kc, const float* __restrict a_panel,
+                                                 const float* __restrict b_panel, float* c,
+                                                 int64_t ldc, TileStore store) {
+  using Vec = F32Vector;
+  Vec::V acc[kTileRows][kTileVectors];
+#pragma GCC unroll 16
+  for (int i = 0; i < kTileRows; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVectors; ++v) acc[i][v] = Vec::zero();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    Vec::V b[kTileVectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVectors; ++v) b[v] = Vec::load(b_panel + v * Vec::kLanes);
+#pragma GCC unroll 16
+    for (int i = 0; i < kTileRows; ++i) {
+      const Vec::V a = Vec::broadcast(a_panel[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kTileVectors; ++v) acc[i][v] = Vec::fma(a, b[v], acc[i][v]);
+    }
+    a_panel += kTileRows;
+    b_panel += kTileCols;
+  }
+  const Vec::V alpha = Vec::broadcast(store.alpha);
+  const Vec::V beta = Vec::broadcast(store.beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < kTileRows; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileVectors; ++v) {
+      float* out = c + i * ldc + v * Vec::kLanes;
+      Vec::V r = store.alpha == 1.0f ? acc[i][v] : Vec::mul(alpha, acc[i][v]);
+      if (store.beta != 0.0f) {
+        r = Vec::add(r, store.beta == 1.0f ? Vec::load(out) : Vec::mul(beta, Vec::load(out)));
+      }
+      Vec::store(out, r);
+    }
+  }
+}
+
+}  // namespace dtr::kernels::cpu::detail
