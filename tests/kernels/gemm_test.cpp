@@ -183,7 +183,7 @@ TEMPLATE_TEST_CASE("gemm matches a double triple loop for every size mix and tra
 }
 
 TEST_CASE("f32 gemm spans several cache blocks of m, n and k", "[gemm]") {
-  // dtr's packed f32 GEMM blocks m by 192 rows (avx512; fewer below), n by 2048
+  // dtr's packed f32 GEMM blocks m by 192 rows (avx512; fewer below), n by 1024
   // columns and k by 256: each dimension here crosses its block edge and ends in a
   // partial register tile, and beta applies once, in the first block of k.
   std::mt19937 rng(7);

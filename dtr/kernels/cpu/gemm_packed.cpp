@@ -16,12 +16,12 @@ using detail::kTileCols;
 using detail::kTileRows;
 using detail::TileStore;
 
-// Cache blocking: op(B) in blocks of kBlockK x kBlockCols (a micro-panel of kBlockK x
-// kTileCols, 32 KiB at avx512, stays in L1 while the A block streams past it), op(A)
-// in blocks of kBlockRows x kBlockK (192 KiB at avx512, in L2).
+// Cache blocking: op(A) in blocks of kBlockRows x kBlockK, op(B) in blocks of kBlockK x
+// kBlockCols (1 MiB at avx512, in L2). An A micro-panel (kBlockK x kTileRows, 12 KiB
+// at avx512) stays in L1 while the B block's micro-panels stream past it from L2.
 constexpr int64_t kBlockK = 256;
 constexpr int64_t kBlockRows = kTileRows * 16;
-constexpr int64_t kBlockCols = kTileCols * 64;
+constexpr int64_t kBlockCols = kTileCols * 32;
 
 // A float buffer aligned to a cache line that grows on demand, one per thread and use.
 class PackBuffer {
@@ -87,18 +87,18 @@ void pack_b(Transpose trans, const float* b, int64_t ldb, int64_t p0, int64_t kc
   }
 }
 
-// C[rows, cols] (+)= packed A block . packed B block, tile by tile. A B micro-panel
-// meets every A micro-panel of the block before the next one is read. Edge tiles go
+// C[rows, cols] (+)= packed A block . packed B block, tile by tile. An A micro-panel
+// meets every B micro-panel of the block before the next one is read. Edge tiles go
 // through a full-size scratch tile, so that they run the same micro-kernel.
 void multiply_blocks(int64_t rows, int64_t cols, int64_t kc, const float* a_block,
                      const float* b_block, float* c, int64_t ldc, TileStore store) {
   alignas(64) float scratch[kTileRows * kTileCols] = {};
-  for (int64_t jr = 0; jr < cols; jr += kTileCols) {
-    const int64_t tile_cols = std::min<int64_t>(kTileCols, cols - jr);
-    const float* b_panel = b_block + jr * kc;
-    for (int64_t ir = 0; ir < rows; ir += kTileRows) {
-      const int64_t tile_rows = std::min<int64_t>(kTileRows, rows - ir);
-      const float* a_panel = a_block + ir * kc;
+  for (int64_t ir = 0; ir < rows; ir += kTileRows) {
+    const int64_t tile_rows = std::min<int64_t>(kTileRows, rows - ir);
+    const float* a_panel = a_block + ir * kc;
+    for (int64_t jr = 0; jr < cols; jr += kTileCols) {
+      const int64_t tile_cols = std::min<int64_t>(kTileCols, cols - jr);
+      const float* b_panel = b_block + jr * kc;
       float* tile = c + ir * ldc + jr;
       if (tile_rows == kTileRows && tile_cols == kTileCols) {
         detail::multiply_tile(kc, a_panel, b_panel, tile, ldc, store);

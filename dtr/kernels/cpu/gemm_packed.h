@@ -3,7 +3,7 @@
 // kTileCols columns, op(A) an mc x kc block at a time into micro-panels of kTileRows
 // rows (both zero-padded at the edges), and the register tile
 // (gemm_register_tile.h) multiplies one micro-panel of each. The blocks are sized
-// for the caches: a B micro-panel stays in L1 while the A block streams from L2.
+// for the caches: an A micro-panel stays in L1 while the B block streams from L2.
 //
 // k is blocked from k alone and edge tiles run the same micro-kernel through a
 // scratch tile, so each element of C is summed in the same order whatever part of
