@@ -82,7 +82,14 @@ struct TileStore {
 #pragma GCC unroll 4
     for (int v = 0; v < kTileVectors; ++v) acc[i][v] = Vec::zero();
   }
+  // The B micro-panel streams from L2: fetch it kPrefetchSteps values of k ahead.
+  constexpr int kPrefetchSteps = 8;
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kTileCols; v += 16) {  // one cache line (16 floats) at a time
+      _mm_prefetch(reinterpret_cast<const char*>(b_panel + kPrefetchSteps * kTileCols + v), _MM_HINT_T0);
+    }
     Vec::V b[kTileVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kTileVectors; ++v) b[v] = Vec::load(b_panel + v * Vec::kLanes);
