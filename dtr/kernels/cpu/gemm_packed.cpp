@@ -114,26 +114,72 @@ void multiply_blocks(int64_t rows, int64_t cols, int64_t kc, const float* a_bloc
   }
 }
 
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
 }  // namespace
+
+// A whole packed operand is, for each block of k (p0 = 0, kBlockK, ...), all its
+// micro-panels for that block side by side: block p0 starts at p0 * (rows or columns
+// rounded up to whole panels), and panel i at i * kc within it, as pack_a / pack_b
+// lay out the panels of one cache block.
+int64_t packed_a_panels(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
+int64_t packed_a_floats(int64_t m, int64_t k) { return round_up(m, kTileRows) * k; }
+int64_t packed_b_panels(int64_t n) { return (n + kTileCols - 1) / kTileCols; }
+int64_t packed_b_floats(int64_t k, int64_t n) { return round_up(n, kTileCols) * k; }
+
+void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int64_t k,
+                  int64_t panel_begin, int64_t panel_end, float* dst) {
+  const int64_t i0 = panel_begin * kTileRows, rows = std::min(m, panel_end * kTileRows) - i0;
+  for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
+    const int64_t kc = std::min(kBlockK, k - p0);
+    pack_a(trans_a, a, lda, i0, rows, p0, kc, dst + p0 * round_up(m, kTileRows) + i0 * kc);
+  }
+}
+
+void pack_whole_b(Transpose trans_b, const float* b, int64_t ldb, int64_t k, int64_t n,
+                  int64_t panel_begin, int64_t panel_end, float* dst) {
+  const int64_t j0 = panel_begin * kTileCols, cols = std::min(n, panel_end * kTileCols) - j0;
+  for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
+    const int64_t kc = std::min(kBlockK, k - p0);
+    pack_b(trans_b, b, ldb, p0, kc, j0, cols, dst + p0 * round_up(n, kTileCols) + j0 * kc);
+  }
+}
+
+float* whole_pack_buffer(int64_t count) {
+  thread_local PackBuffer buffer;
+  return buffer.get(count);
+}
 
 void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                  float beta, float* c, int64_t ldc) {
+                  float beta, float* c, int64_t ldc, const float* a_packed,
+                  const float* b_packed) {
   thread_local PackBuffer a_buffer, b_buffer;
-  auto round_up = [](int64_t x, int64_t to) { return (x + to - 1) / to * to; };
-  float* a_packed = a_buffer.get(round_up(std::min(m, kBlockRows), kTileRows) * std::min(k, kBlockK));
-  float* b_packed = b_buffer.get(round_up(std::min(n, kBlockCols), kTileCols) * std::min(k, kBlockK));
+  float* a_block_buffer =
+      a_packed ? nullptr : a_buffer.get(round_up(std::min(m, kBlockRows), kTileRows) * std::min(k, kBlockK));
+  float* b_block_buffer =
+      b_packed ? nullptr : b_buffer.get(round_up(std::min(n, kBlockCols), kTileCols) * std::min(k, kBlockK));
   for (int64_t j0 = 0; j0 < n; j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
       const int64_t kc = std::min(kBlockK, k - p0);
-      pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_packed);
+      const float* b_block = b_block_buffer;
+      if (b_packed) {
+        b_block = b_packed + p0 * round_up(n, kTileCols) + j0 * kc;
+      } else {
+        pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_block_buffer);
+      }
       // The first block of k applies beta; later ones add to what it left.
       const TileStore store{.alpha = alpha, .beta = p0 == 0 ? beta : 1.0f};
       for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
         const int64_t rows = std::min(kBlockRows, m - i0);
-        pack_a(trans_a, a, lda, i0, rows, p0, kc, a_packed);
-        multiply_blocks(rows, cols, kc, a_packed, b_packed, c + i0 * ldc + j0, ldc, store);
+        const float* a_block = a_block_buffer;
+        if (a_packed) {
+          a_block = a_packed + p0 * round_up(m, kTileRows) + i0 * kc;
+        } else {
+          pack_a(trans_a, a, lda, i0, rows, p0, kc, a_block_buffer);
+        }
+        multiply_blocks(rows, cols, kc, a_block, b_block, c + i0 * ldc + j0, ldc, store);
       }
     }
   }

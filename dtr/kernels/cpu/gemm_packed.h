@@ -16,10 +16,32 @@
 
 namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
+// An operand packed whole, for threads that share it (each computing other rows or
+// columns of C) instead of each packing its own copy. pack_whole_a() packs micro-panels
+// [panel_begin, panel_end) of op(A)'s rows (kTileRows each), for every block of k, into
+// `dst` of packed_a_floats(m, k) floats, in the layout packed_sgemm reads; so that
+// several threads can fill one buffer, each its own panels. Likewise for op(B)'s
+// columns (kTileCols each).
+int64_t packed_a_floats(int64_t m, int64_t k);
+int64_t packed_a_panels(int64_t m);
+void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int64_t k,
+                  int64_t panel_begin, int64_t panel_end, float* dst);
+int64_t packed_b_floats(int64_t k, int64_t n);
+int64_t packed_b_panels(int64_t n);
+void pack_whole_b(Transpose trans_b, const float* b, int64_t ldb, int64_t k, int64_t n,
+                  int64_t panel_begin, int64_t panel_end, float* dst);
+
 // C[m, n] = alpha * op(A)[m, k] . op(B)[k, n] + beta * C, row-major with the row
 // strides of gemm.h; beta == 0 writes C without reading it. Needs k > 0.
+// a_packed / b_packed, when given, hold op(A) / op(B) packed whole (above), and `a`
+// / `b` are then not read.
 void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                  float beta, float* c, int64_t ldc);
+                  float beta, float* c, int64_t ldc, const float* a_packed = nullptr,
+                  const float* b_packed = nullptr);
+
+// A buffer of `count` floats aligned to a cache line, owned by the calling thread
+// and reused by its next call (for the operands packed whole).
+float* whole_pack_buffer(int64_t count);
 
 }  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL
