@@ -285,11 +285,11 @@ Problem<T> with_shared_operand(Problem<T> p, bool by_rows) {
 
 // One GEMM over all threads: cut along rows or columns of C, whichever balances
 // better. Each thread reads all of the operand that is not cut (all of op(B) when
-// cutting rows, all of op(A) when cutting columns), and packs it for itself unless
-// it is packed once for all (float, up to kMaxSharedPackFloats), so when both balance alike
-// (within kBalanceSlack of the work) the cut goes across the larger operand: with
-// n > m (a linear layer's forward on a few hundred tokens) cutting rows would have
-// every thread pack the whole weight.
+// cutting rows, all of op(A) when cutting columns) and packs it for itself, unless
+// it is packed once for all (float, up to kMaxSharedPackFloats). So when both
+// balance alike (within kBalanceSlack of the work) the cut goes across the larger
+// operand: with n > m (a linear layer's forward on a few hundred tokens) cutting
+// rows would have every thread read, and maybe pack, the whole weight.
 template <class T>
 void run_split(const Problem<T>& p) {
   const int threads = num_threads();

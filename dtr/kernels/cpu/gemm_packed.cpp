@@ -120,8 +120,8 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // A whole packed operand is, for each block of k (p0 = 0, kBlockK, ...), all its
 // micro-panels for that block side by side: block p0 starts at p0 * (rows or columns
-// rounded up to whole panels), and panel i at i * kc within it, as pack_a / pack_b
-// lay out the panels of one cache block.
+// rounded up to whole panels), and the panel that starts at row (column) i at i * kc
+// within it, as pack_a / pack_b lay out the panels of one cache block.
 int64_t packed_a_panels(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
 int64_t packed_a_floats(int64_t m, int64_t k) { return round_up(m, kTileRows) * k; }
 int64_t packed_b_panels(int64_t n) { return (n + kTileCols - 1) / kTileCols; }
