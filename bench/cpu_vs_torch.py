@@ -3,14 +3,15 @@
 
 Each round runs, one after another: the f32 1024^3 GEMM (dtr_gemm_bench's
 all-threads figure, torch.mm), the f32 GEMM on every row of dtr_gemm_bench's
-shapes table (transposes, GPT-2 and Llama layer shapes), the GPT-2 124M step, B=4 T=64, AdamW
-(dtr_train_step_bench, torch), and the FSDP step of dtr_fsdp_step_bench's default
-shape at each --ranks (dtr under mpirun; PyTorch FSDP2 over gloo under
-torch.distributed.run). It prints each figure's median over the rounds and the
-ratio dtr / PyTorch, under a header naming the CPU model and the f32 FMA peak that
-dtr_gemm_bench measures at dtr's CPU level (GEMM figures also as a share of it;
-the same code measures differently on Intel and AMD). The PyTorch side is bench/torch_cpu_yardstick.py, run by
---python (an interpreter with torch installed; nothing in the project needs it).
+shapes table (transposes, GPT-2 and Llama layer shapes), the GPT-2 124M step,
+B=4 T=64, AdamW (dtr_train_step_bench, torch), and the FSDP step of
+dtr_fsdp_step_bench's default shape at each --ranks (dtr under mpirun; PyTorch
+FSDP2 over gloo under torch.distributed.run). It prints each figure's median over
+the rounds and the ratio dtr / PyTorch, under a header naming the CPU model and
+the f32 FMA peak that dtr_gemm_bench measures at dtr's CPU level (GEMM figures
+also as a share of it: the same code measures differently on Intel and AMD). The
+PyTorch side is bench/torch_cpu_yardstick.py, run by --python (an interpreter
+with torch installed; nothing in the project needs it).
 
   bench/cpu_vs_torch.py --python /path/to/venv/bin/python [--build build/release]
       [--rounds 3] [--ranks 1 2]
@@ -45,14 +46,19 @@ def run(cmd, env=None):
     return out.stdout
 
 
-def yardstick(args, what, ranks=1):
+def yardstick_text(args, what, ranks=1):
+    """What torch_cpu_yardstick.py prints for `what`."""
     script = os.path.join(HERE, "torch_cpu_yardstick.py")
     if what == "fsdp":
         cmd = [args.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                script, "fsdp", "--steps", "5"]
     else:
         cmd = [args.python, script, what]
-    text = run(cmd, {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))})
+    return run(cmd, {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))})
+
+
+def yardstick(args, what, ranks=1):
+    text = yardstick_text(args, what, ranks)
     return float(re.search(rf"^yardstick {what}: ([\d.]+)", text, re.M).group(1))
 
 
@@ -87,8 +93,7 @@ def main():
         gemm = gemm_figures(gemm_text)
         rows["f32 GEMM 1024^3, all threads"][1].append(gemm["GEMM 1024^3, all threads (GFLOP/s)"])
         rows["f32 GEMM 1024^3, all threads"][2].append(yardstick(args, "gemm"))
-        torch_shapes = shape_rates(TORCH_SHAPE, run([args.python, os.path.join(HERE, "torch_cpu_yardstick.py"),
-                                                     "gemm-shapes"]))
+        torch_shapes = shape_rates(TORCH_SHAPE, yardstick_text(args, "gemm-shapes"))
         for name, rate in shape_rates(SHAPE_ROW, gemm_text).items():
             shapes.setdefault(name, ([], []))[0].append(rate)
             shapes[name][1].append(torch_shapes[name])

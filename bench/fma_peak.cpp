@@ -2,7 +2,9 @@
 
 #include "dtr/kernels/cpu/cpu_level.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -24,8 +26,8 @@ constexpr long kIterations = 5'000'000;
 // Each runs kChains chains of acc = acc * step + one for kIterations, keeps the sum
 // alive through `sink` and returns the multiply-adds done. One function per level
 // (an intrinsic needs its target on the function that calls it).
-#define DTR_FMA_CHAINS(name, isa, V, set1, madd, add)                            \
-  [[gnu::target(isa)]] long name(float* sink) {                                 \
+#define DTR_FMA_CHAINS(name, attributes, V, set1, madd, add)                     \
+  attributes long name(float* sink) {                                           \
     const V one = set1(1.0f), step = set1(0.999999f);                           \
     V acc[kChains];                                                             \
     for (V& a : acc) a = one;                                                   \
@@ -40,19 +42,28 @@ constexpr long kIterations = 5'000'000;
     return kIterations * kChains * static_cast<long>(sizeof(V) / sizeof(float)); \
   }
 
-#define DTR_SSE_MADD(a, b, c) _mm_add_ps(_mm_mul_ps(a, b), c)
-DTR_FMA_CHAINS(chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
-DTR_FMA_CHAINS(chains_avx2, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
-DTR_FMA_CHAINS(chains_baseline, "sse2", __m128, _mm_set1_ps, DTR_SSE_MADD, _mm_add_ps)
-#undef DTR_SSE_MADD
+// The baseline level: GCC's portable vectors of 4 floats, multiply then add (the
+// host never contracts into FMAs).
+using Float4 = float __attribute__((vector_size(16)));
+Float4 splat4(float x) { return Float4{x, x, x, x}; }
+Float4 madd4(Float4 a, Float4 b, Float4 c) { return a * b + c; }
+Float4 add4(Float4 a, Float4 b) { return a + b; }
+DTR_FMA_CHAINS(chains_baseline, , Float4, splat4, madd4, add4)
+
+#if defined(__x86_64__)
+DTR_FMA_CHAINS(chains_avx512, [[gnu::target("avx512f")]], __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
+DTR_FMA_CHAINS(chains_avx2, [[gnu::target("avx2,fma")]], __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
+#endif
 #undef DTR_FMA_CHAINS
 
 long chains_at_active_level(float* sink) {
+#if defined(__x86_64__)
   switch (kernels::cpu::active_cpu_level()) {
     case kernels::cpu::CpuLevel::avx512: return chains_avx512(sink);
     case kernels::cpu::CpuLevel::avx2: return chains_avx2(sink);
     case kernels::cpu::CpuLevel::baseline: break;
   }
+#endif
   return chains_baseline(sink);
 }
 

@@ -51,14 +51,6 @@ std::vector<double> best_times(const std::vector<std::function<void()>>& fns) {
   return best;
 }
 
-dtr::Tensor random_matrix(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n * n));
-  for (float& x : v) x = dist(rng);
-  return dtr::from_vector(v, {n, n});
-}
-
 std::vector<float> random_values(int64_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -66,6 +58,8 @@ std::vector<float> random_values(int64_t count, uint32_t seed) {
   for (float& x : v) x = dist(rng);
   return v;
 }
+
+dtr::Tensor random_matrix(int64_t n, uint32_t seed) { return dtr::from_vector(random_values(n * n, seed), {n, n}); }
 
 // One row of the shapes table: C[m, n] = op(A)[m, k] . op(B)[k, n]. "NT" is A as
 // stored, B transposed (a linear layer's forward, x . W^T); "NN" its input gradient

@@ -298,7 +298,6 @@ void FSDPModule::set_gradient_divide_factor(double factor) {
 nn::Module& FSDPModule::module() const { return state_of(state_).module(); }
 const mesh::DeviceMesh& FSDPModule::mesh() const { return state_of(state_).options().mesh; }
 
-
 std::vector<std::pair<std::string, DTensor>> FSDPModule::sharded_parameters() const {
   std::vector<std::pair<std::string, DTensor>> out;
   for (auto& p : state_of(state_).group().params()) out.emplace_back(p->fqn(), DTensor(p->sharded(), *p->spec()));

@@ -7,7 +7,9 @@
 // transposed (a linear layer's weight).
 #pragma once
 
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>

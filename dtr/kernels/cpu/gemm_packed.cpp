@@ -116,12 +116,14 @@ void multiply_blocks(int64_t rows, int64_t cols, int64_t kc, const float* a_bloc
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// A whole packed operand of `padded` rows (columns; rounded up to whole panels) is,
+// for each block of k (p0 = 0, kBlockK, ...), all its micro-panels for that block
+// side by side, as pack_a / pack_b lay out the panels of one cache block. The
+// offset of block p0's panels from row (column) `first` on:
+int64_t whole_offset(int64_t padded, int64_t p0, int64_t kc, int64_t first) { return p0 * padded + first * kc; }
+
 }  // namespace
 
-// A whole packed operand is, for each block of k (p0 = 0, kBlockK, ...), all its
-// micro-panels for that block side by side: block p0 starts at p0 * (rows or columns
-// rounded up to whole panels), and the panel that starts at row (column) i at i * kc
-// within it, as pack_a / pack_b lay out the panels of one cache block.
 int64_t packed_a_panels(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
 int64_t packed_a_floats(int64_t m, int64_t k) { return round_up(m, kTileRows) * k; }
 int64_t packed_b_panels(int64_t n) { return (n + kTileCols - 1) / kTileCols; }
@@ -132,7 +134,7 @@ void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int
   const int64_t i0 = panel_begin * kTileRows, rows = std::min(m, panel_end * kTileRows) - i0;
   for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, k - p0);
-    pack_a(trans_a, a, lda, i0, rows, p0, kc, dst + p0 * round_up(m, kTileRows) + i0 * kc);
+    pack_a(trans_a, a, lda, i0, rows, p0, kc, dst + whole_offset(round_up(m, kTileRows), p0, kc, i0));
   }
 }
 
@@ -141,7 +143,7 @@ void pack_whole_b(Transpose trans_b, const float* b, int64_t ldb, int64_t k, int
   const int64_t j0 = panel_begin * kTileCols, cols = std::min(n, panel_end * kTileCols) - j0;
   for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, k - p0);
-    pack_b(trans_b, b, ldb, p0, kc, j0, cols, dst + p0 * round_up(n, kTileCols) + j0 * kc);
+    pack_b(trans_b, b, ldb, p0, kc, j0, cols, dst + whole_offset(round_up(n, kTileCols), p0, kc, j0));
   }
 }
 
@@ -165,7 +167,7 @@ void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, in
       const int64_t kc = std::min(kBlockK, k - p0);
       const float* b_block = b_block_buffer;
       if (b_packed) {
-        b_block = b_packed + p0 * round_up(n, kTileCols) + j0 * kc;
+        b_block = b_packed + whole_offset(round_up(n, kTileCols), p0, kc, j0);
       } else {
         pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_block_buffer);
       }
@@ -175,7 +177,7 @@ void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, in
         const int64_t rows = std::min(kBlockRows, m - i0);
         const float* a_block = a_block_buffer;
         if (a_packed) {
-          a_block = a_packed + p0 * round_up(m, kTileRows) + i0 * kc;
+          a_block = a_packed + whole_offset(round_up(m, kTileRows), p0, kc, i0);
         } else {
           pack_a(trans_a, a, lda, i0, rows, p0, kc, a_block_buffer);
         }

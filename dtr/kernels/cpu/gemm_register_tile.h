@@ -13,9 +13,12 @@
 // 16 ymm), baseline 4 x 8 (8 + 2 + 2 of 16 xmm; SSE2 has no FMA: multiply, then add).
 #pragma once
 
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
 
 #include <cstdint>
+#include <cstring>
 
 namespace dtr::kernels::cpu::detail {
 
@@ -46,16 +49,22 @@ struct F32Vector {
 };
 inline constexpr int kTileRows = 6;
 #else
+// The baseline level (SSE2 on x86-64, any architecture elsewhere): GCC's portable
+// vectors of 4 floats.
 struct F32Vector {
-  using V = __m128;
+  using V = float __attribute__((vector_size(16)));
   static constexpr int kLanes = 4;
-  static V zero() { return _mm_setzero_ps(); }
-  static V broadcast(float x) { return _mm_set1_ps(x); }
-  static V load(const float* p) { return _mm_loadu_ps(p); }
-  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
-  static V mul(V a, V b) { return _mm_mul_ps(a, b); }
-  static V add(V a, V b) { return _mm_add_ps(a, b); }
-  static V fma(V a, V b, V c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }  // rounded twice
+  static V zero() { return V{}; }
+  static V broadcast(float x) { return V{x, x, x, x}; }
+  static V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  }
+  static void store(float* p, V v) { std::memcpy(p, &v, sizeof(V)); }
+  static V mul(V a, V b) { return a * b; }
+  static V add(V a, V b) { return a + b; }
+  static V fma(V a, V b, V c) { return a * b + c; }  // rounded twice: no contraction at any level
 };
 inline constexpr int kTileRows = 4;
 #endif
@@ -88,7 +97,7 @@ struct TileStore {
   for (int64_t p = 0; p < kc; ++p) {
 #pragma GCC unroll 4
     for (int v = 0; v < kTileCols; v += 16) {  // one cache line (16 floats) at a time
-      _mm_prefetch(reinterpret_cast<const char*>(b_panel + kPrefetchSteps * kTileCols + v), _MM_HINT_T0);
+      __builtin_prefetch(b_panel + kPrefetchSteps * kTileCols + v);
     }
     Vec::V b[kTileVectors];
 #pragma GCC unroll 4
