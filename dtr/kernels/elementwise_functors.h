@@ -7,8 +7,9 @@
 // bf16/f16, the element type otherwise); the kernels load, apply and round once
 // on store. Transcendentals call the C library on the host and libdevice on the
 // GPU (results agree within the few ulps dtr/kernels/cuda/elementwise.h states),
-// except the f32 exp of tanh-GELU on the host: exp_arith (exp_arith.h), which
-// lets its loops vectorize.
+// except the f32 exp on the host, in exp itself and in sigmoid, silu and
+// tanh-GELU (forward and gradient): exp_arith (exp_arith.h), which lets their
+// loops vectorize.
 // This header is fmt-free so that .cu files can include it.
 #pragma once
 
@@ -88,8 +89,9 @@ DTR_EW_MATH(erfc_, erfcf, erfc)
 DTR_EW_MATH(fabs_, fabsf, fabs)
 #undef DTR_EW_MATH
 
-// exp_, but for f32 on the host arithmetic that vectorizes (exp_arith.h); for the
-// hot activations whose loops would otherwise stop at a library call per element.
+// exp_, but for f32 on the host arithmetic that vectorizes (exp_arith.h): exp and
+// the activations built on it, whose loops would otherwise stop at a library call
+// per element.
 template <class C>
 DTR_HOST_DEVICE DTR_FORCE_INLINE C vector_exp_(C x) {
 #if !defined(__CUDA_ARCH__)
@@ -116,20 +118,19 @@ DTR_HOST_DEVICE inline double mul_add_rounded(double x, double y, double z) { re
 // is e / (1 + e), which keeps tiny values (down to subnormals) instead of rounding
 // 1 / (1 + huge) to zero.
 template <class C>
-DTR_HOST_DEVICE C stable_sigmoid(C x) {
-  const C e = exp_(-fabs_(x));
+DTR_HOST_DEVICE DTR_FORCE_INLINE C stable_sigmoid(C x) {
+  const C e = vector_exp_(-fabs_(x));
   return x >= C(0) ? C(1) / (C(1) + e) : e / (C(1) + e);
 }
 
-// {sigmoid(z), sigmoid(-z)} from one exp: each exactly as stable_sigmoid gives it
-// (with kVectorExp, from vector_exp_ instead of exp_).
+// {sigmoid(z), sigmoid(-z)} from one exp: each exactly as stable_sigmoid gives it.
 template <class C>
 struct SigmoidPair {
   C pos, neg;
 };
-template <bool kVectorExp = false, class C>
+template <class C>
 DTR_HOST_DEVICE DTR_FORCE_INLINE SigmoidPair<C> stable_sigmoid_pair(C z) {
-  const C e = kVectorExp ? vector_exp_(-fabs_(z)) : exp_(-fabs_(z));
+  const C e = vector_exp_(-fabs_(z));
   const C big = C(1) / (C(1) + e), small = e / (C(1) + e);
   return z >= C(0) ? SigmoidPair<C>{big, small} : SigmoidPair<C>{small, big};
 }
@@ -168,7 +169,7 @@ struct Relu {
 };
 struct Exp {
   template <class C>
-  DTR_HOST_DEVICE C operator()(C x) const { return exp_(x); }
+  DTR_HOST_DEVICE DTR_FORCE_INLINE C operator()(C x) const { return vector_exp_(x); }
 };
 struct Log {
   template <class C>
@@ -200,11 +201,11 @@ struct Tanh {
 };
 struct Sigmoid {
   template <class C>
-  DTR_HOST_DEVICE C operator()(C x) const { return stable_sigmoid(x); }
+  DTR_HOST_DEVICE DTR_FORCE_INLINE C operator()(C x) const { return stable_sigmoid(x); }
 };
 struct Silu {
   template <class C>
-  DTR_HOST_DEVICE C operator()(C x) const { return x * stable_sigmoid(x); }
+  DTR_HOST_DEVICE DTR_FORCE_INLINE C operator()(C x) const { return x * stable_sigmoid(x); }
 };
 // 0.5 * (1 + tanh(u)) == 1 / (1 + exp(-2u)): the second form has no cancellation for
 // large negative x (where 1 + tanh(u) loses every digit) and gives x / inf = -0
@@ -245,7 +246,7 @@ struct ReluGrad {  // 1 where y > 0 (relu'(0) = 0); g passes through unchanged
 };
 struct SiluGrad {  // σ(x) (1 + x (1 - σ(x)))
   template <class C>
-  DTR_HOST_DEVICE C operator()(C g, C x) const {
+  DTR_HOST_DEVICE DTR_FORCE_INLINE C operator()(C g, C x) const {
     const SigmoidPair<C> s = stable_sigmoid_pair(x);
     return g * (s.pos * (C(1) + x * s.neg));
   }
@@ -259,7 +260,7 @@ struct GeluTanhGrad {
     const C c = C(0.044715);
     const C x2 = x * x;
     const C two_u = C(2) * k * (x + c * x2 * x);
-    const SigmoidPair<C> s = stable_sigmoid_pair<true>(two_u);  // s and 1 - s
+    const SigmoidPair<C> s = stable_sigmoid_pair(two_u);  // s and 1 - s
     return g * (s.pos + C(2) * k * x * s.pos * s.neg * (C(1) + C(3) * c * x2));
   }
 };
