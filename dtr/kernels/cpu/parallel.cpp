@@ -31,7 +31,12 @@ struct Pool {
   std::unique_ptr<Eigen::ThreadPool> pool;  // threads - 1 workers; the caller is the last one
 
   Eigen::ThreadPool* get() {
-    if (threads > 1 && !pool) pool = std::make_unique<Eigen::ThreadPool>(threads - 1, false);
+    // Spinning: an idle worker polls its queue briefly (5000 tries, tens of
+    // microseconds) before it sleeps, so the next op's chunk, usually that close
+    // behind, starts without a futex wake-up and a trip through the scheduler.
+    if (threads > 1 && !pool) {
+      pool = std::make_unique<Eigen::ThreadPool>(threads - 1, /*allow_spinning=*/true);
+    }
     return pool.get();
   }
 };
