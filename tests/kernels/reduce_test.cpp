@@ -1,6 +1,7 @@
 // Row reduction kernels (dtr/kernels/cpu/reduce.h) on raw buffers, against plain
 // double-precision loops: accumulation type, pairwise accuracy, long rows split
-// into chunks, NaN handling, integer sums and thread-count independence.
+// into chunks, NaN handling, integer sums and thread-count independence; the column
+// kernels against the same loops and, bit for bit, the row kernels.
 #include "dtr/kernels/cpu/parallel.h"
 #include "dtr/kernels/cpu/reduce.h"
 #include "tests/support/values.h"
@@ -220,4 +221,54 @@ TEST_CASE("row sums are bitwise the same for 1, 2 and 4 threads", "[reduce][kern
       CHECK(sums[0][r] == Approx(ref_sum(x.data() + r * c.cols, c.cols)).margin(1e-3));
     }
   }
+}
+
+TEST_CASE("column sums and means match double loops and the row kernel on the transposed copy bitwise",
+          "[reduce][kernels]") {
+  ThreadCountGuard guard;
+  struct Case {
+    int64_t outer, inner;
+  };
+  // Narrow and wide blocks of columns, leaves, splits, and pieces of kReduceChunk rows.
+  for (Case c : {Case{1, 1}, Case{7, 3}, Case{256, 130}, Case{129, 64}, Case{1000, 65},
+                 Case{2 * kReduceChunk + 17, 5}, Case{0, 4}}) {
+    CAPTURE(c.outer, c.inner);
+    const std::vector<float> x = random_floats(c.outer * c.inner, 21);
+    std::vector<float> transposed(x.size());
+    for (int64_t i = 0; i < c.outer; ++i) {
+      for (int64_t j = 0; j < c.inner; ++j) transposed[j * c.outer + i] = x[i * c.inner + j];
+    }
+    std::vector<float> row_sum(c.inner), row_mean(c.inner);
+    sum_rows<float>(transposed.data(), c.inner, c.outer, row_sum.data());
+    mean_rows<float>(transposed.data(), c.inner, c.outer, row_mean.data());
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      kernels::set_num_threads(threads);
+      std::vector<float> sum(c.inner), mean(c.inner);
+      sum_cols<float>(x.data(), c.outer, c.inner, sum.data());
+      mean_cols<float>(x.data(), c.outer, c.inner, mean.data());
+      for (int64_t j = 0; j < c.inner; ++j) {
+        CAPTURE(j);
+        double s = 0;
+        for (int64_t i = 0; i < c.outer; ++i) s += x[i * c.inner + j];
+        CHECK(sum[j] == Approx(s).margin(1e-4));
+        if (c.outer > 0) {
+          CHECK(mean[j] == Approx(s / static_cast<double>(c.outer)).margin(1e-7));
+        } else {
+          CHECK(std::isnan(mean[j]));
+        }
+      }
+      CHECK(std::memcmp(sum.data(), row_sum.data(), sum.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(mean.data(), row_mean.data(), mean.size() * sizeof(float)) == 0);
+    }
+  }
+  // bf16 accumulates in float and integers in int64, as the rows do.
+  const std::vector<bf16> ones(4096 * 3, bf16(1.0f));
+  std::vector<bf16> bf16_sum(3);
+  sum_cols<bf16>(ones.data(), 4096, 3, bf16_sum.data());
+  for (bf16 v : bf16_sum) CHECK(static_cast<float>(v) == 4096.0f);
+  const std::vector<int32_t> big(4 * 2, std::numeric_limits<int32_t>::max());
+  std::vector<int64_t> int_sum(2);
+  sum_cols<int32_t>(big.data(), 4, 2, int_sum.data());
+  for (int64_t v : int_sum) CHECK(v == 4 * int64_t{std::numeric_limits<int32_t>::max()});
 }

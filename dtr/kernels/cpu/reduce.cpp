@@ -123,6 +123,81 @@ void extreme_rows(const T* in, int64_t rows, int64_t cols, T* out) {
       [&](int64_t r, Acc best) { out[r] = convert<T>(best); });
 }
 
+// Columns [0, width) of rows [0, n) (row stride ld), each summed down its column
+// in exactly the order pairwise_sum sums a contiguous run of n values: the same
+// splits, leaves and lanes, kColumnBlock columns side by side (so that the
+// compiler vectorizes across columns). width <= kColumnBlock.
+constexpr int64_t kColumnBlock = 64;
+
+template <class Acc, class T>
+void pairwise_sum_columns(const T* p, int64_t ld, int64_t n, int64_t width, Acc* out) {
+  if (n <= kPairwiseLeaf) {
+    Acc lanes[kLanes][kColumnBlock] = {};
+    Acc tail[kColumnBlock] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int k = 0; k < kLanes; ++k) {
+        const T* row = p + (i + k) * ld;
+        for (int64_t j = 0; j < width; ++j) lanes[k][j] += convert<Acc>(row[j]);
+      }
+    }
+    for (; i < n; ++i) {
+      for (int64_t j = 0; j < width; ++j) tail[j] += convert<Acc>(p[i * ld + j]);
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      out[j] = ((lanes[0][j] + lanes[1][j]) + (lanes[2][j] + lanes[3][j])) +
+               ((lanes[4][j] + lanes[5][j]) + (lanes[6][j] + lanes[7][j])) + tail[j];
+    }
+    return;
+  }
+  const int64_t half = n / 2 / kLanes * kLanes;  // pairwise_sum's split
+  Acc upper[kColumnBlock];
+  pairwise_sum_columns<Acc>(p, ld, half, width, out);
+  pairwise_sum_columns<Acc>(p + half * ld, ld, n - half, width, upper);
+  for (int64_t j = 0; j < width; ++j) out[j] += upper[j];
+}
+
+// Sums (or means) down the columns of a contiguous [outer, inner] input, column
+// j giving bitwise what sum_or_mean gives for the row holding column j's values:
+// pieces of kReduceChunk rows, then their partial sums, each pairwise. The tasks
+// are (block of columns, piece) pairs, as reduce_rows' are (row, piece) pairs.
+template <class T>
+void sum_or_mean_columns(SumKind kind, const T* in, int64_t outer, int64_t inner, sum_out_t<T>* out) {
+  using Acc = acc_t<T>;
+  if (inner <= 0) return;
+  const int64_t pieces = outer <= kReduceChunk ? 1 : (outer + kReduceChunk - 1) / kReduceChunk;
+  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+  auto store = [&](int64_t j0, int64_t width, const Acc* total) {
+    for (int64_t j = 0; j < width; ++j) {
+      Acc v = total[j];
+      if (kind == SumKind::mean) v /= static_cast<Acc>(outer);  // 0 / 0 = NaN for no rows
+      out[j0 + j] = convert<sum_out_t<T>>(v);
+    }
+  };
+  // pieces > 1: each task's partial sums, [block][piece][kColumnBlock].
+  std::vector<Acc> partials(pieces > 1 ? static_cast<size_t>(blocks * pieces * kColumnBlock) : 0);
+  const int64_t task_elements = std::min(outer, kReduceChunk) * kColumnBlock;
+  parallel_for(0, blocks * pieces, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, task_elements)),
+               [&](int64_t lo, int64_t hi) {
+                 Acc total[kColumnBlock];
+                 for (int64_t task = lo; task < hi; ++task) {
+                   const int64_t j0 = task / pieces * kColumnBlock, width = std::min(kColumnBlock, inner - j0);
+                   const int64_t begin = task % pieces * kReduceChunk;
+                   const int64_t rows = std::min(outer, begin + kReduceChunk) - begin;
+                   Acc* dst = pieces > 1 ? partials.data() + task * kColumnBlock : total;
+                   pairwise_sum_columns<Acc>(in + begin * inner + j0, inner, rows, width, dst);
+                   if (pieces == 1) store(j0, width, total);
+                 }
+               });
+  if (pieces == 1) return;
+  Acc total[kColumnBlock];
+  for (int64_t j0 = 0; j0 < inner; j0 += kColumnBlock) {
+    const int64_t width = std::min(kColumnBlock, inner - j0);
+    pairwise_sum_columns<Acc>(partials.data() + j0 * pieces, kColumnBlock, pieces, width, total);
+    store(j0, width, total);
+  }
+}
+
 template <class Acc>
 struct ValueIndex {
   Acc value;
@@ -140,6 +215,17 @@ template <class T>
 void mean_rows(const T* in, int64_t rows, int64_t cols, T* out) {
   static_assert(is_floating_v<T>, "mean_rows is defined for floating types only");
   sum_or_mean(SumKind::mean, in, rows, cols, out);
+}
+
+template <class T>
+void sum_cols(const T* in, int64_t outer, int64_t inner, sum_out_t<T>* out) {
+  sum_or_mean_columns(SumKind::sum, in, outer, inner, out);
+}
+
+template <class T>
+void mean_cols(const T* in, int64_t outer, int64_t inner, T* out) {
+  static_assert(is_floating_v<T>, "mean_cols is defined for floating types only");
+  sum_or_mean_columns(SumKind::mean, in, outer, inner, out);
 }
 
 template <class T>
@@ -184,12 +270,15 @@ void argmax_rows(const T* in, int64_t rows, int64_t cols, int64_t* out) {
 
 #define DTR_INSTANTIATE_REDUCE(T)                                       \
   template void sum_rows<T>(const T*, int64_t, int64_t, sum_out_t<T>*); \
+  template void sum_cols<T>(const T*, int64_t, int64_t, sum_out_t<T>*); \
   template void max_rows<T>(const T*, int64_t, int64_t, T*);            \
   template void min_rows<T>(const T*, int64_t, int64_t, T*);            \
   template void argmax_rows<T>(const T*, int64_t, int64_t, int64_t*);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_REDUCE)
 
-#define DTR_INSTANTIATE_MEAN(T) template void mean_rows<T>(const T*, int64_t, int64_t, T*);
+#define DTR_INSTANTIATE_MEAN(T)                                  \
+  template void mean_rows<T>(const T*, int64_t, int64_t, T*); \
+  template void mean_cols<T>(const T*, int64_t, int64_t, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_MEAN)
 
 }  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

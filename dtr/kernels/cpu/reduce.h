@@ -1,7 +1,8 @@
 // Row reductions on the CPU: sum, mean, max, min and argmax of each row of a
 // contiguous [rows, cols] buffer, one result per row. The op layer
 // (dtr/tensor/ops/reduce.h) permutes the reduced dims last and makes the input
-// contiguous before calling these.
+// contiguous before calling these; sums and means over leading dims of a
+// contiguous input go to the column kernels (sum_cols, mean_cols) instead.
 //
 // Accumulation happens in acc_t<T> (float for bf16/f16, int64 for integers).
 // Sums are pairwise (error grows like log n, not n). A row longer than
@@ -37,6 +38,25 @@ DTR_CPU_AT_EVERY_LEVEL(template <class T>
 template <class T>
 void sum_rows(const T* in, int64_t rows, int64_t cols, sum_out_t<T>* out) {
   return DTR_CPU_DISPATCH(sum_rows<T>)(in, rows, cols, out);
+}
+
+// The sum down each column of a contiguous [outer, inner] buffer, one result per
+// column, read in place: out[j] is bitwise what sum_rows gives for the row of
+// column j's values (a bias gradient, [tokens, features] summed over tokens,
+// without the transposed copy the row kernel would need).
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void sum_cols(const T* in, int64_t outer, int64_t inner, sum_out_t<T>* out);)
+template <class T>
+void sum_cols(const T* in, int64_t outer, int64_t inner, sum_out_t<T>* out) {
+  return DTR_CPU_DISPATCH(sum_cols<T>)(in, outer, inner, out);
+}
+
+// Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void mean_cols(const T* in, int64_t outer, int64_t inner, T* out);)
+template <class T>
+void mean_cols(const T* in, int64_t outer, int64_t inner, T* out) {
+  return DTR_CPU_DISPATCH(mean_cols<T>)(in, outer, inner, out);
 }
 
 // Floating T only.

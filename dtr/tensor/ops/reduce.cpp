@@ -193,6 +193,23 @@ void run_on_device(ReduceKind kind, Layout layout, const Tensor& in, int64_t m, 
   run_kernel(CpuRowKernels{}, kind, in, m, n, out);
 }
 
+// A sum or mean of a contiguous [outer, inner] CPU input over outer, read in place
+// by the CPU column kernels (which have no max, min or argmax).
+void run_cpu_columns(ReduceKind kind, const Tensor& in, int64_t outer, int64_t inner, const Tensor& out) {
+  if (kind == ReduceKind::mean) {
+    dispatch_floating(in.dtype(), "mean", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kernels::cpu::mean_cols<T>(in.data<T>(), outer, inner, out.data<T>());
+    });
+    return;
+  }
+  DTR_INTERNAL_ASSERT(kind == ReduceKind::sum, "reduce: the CPU column kernels sum or average only");
+  dispatch_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::cpu::sum_cols<T>(in.data<T>(), outer, inner, out.data<kernels::cpu::sum_out_t<T>>());
+  });
+}
+
 // Whether every reduced dim of size > 1 comes before every kept dim of size > 1.
 bool reduced_dims_lead(const Tensor& t, const std::vector<bool>& reduced) {
   bool kept_seen = false;
@@ -230,7 +247,8 @@ void record_backward(ReduceKind kind, const Tensor& t, const std::vector<int64_t
 
 // Reduces `t` over `dims` (every dim when empty). The kept dims are moved first
 // and the reduced dims last, so the row kernels see contiguous [rows, cols]
-// rows; on CUDA, reduced dims that already lead go to the column kernels instead.
+// rows; reduced dims that already lead go to the column kernels instead (on the
+// CPU for sum and mean only).
 Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
   const std::string_view op = op_name(kind);
   const Device device = ops::check_device(op, {&t}, ops::Kernels::cpu_and_cuda);
@@ -263,12 +281,16 @@ Tensor reduce(ReduceKind kind, const Tensor& t, const std::vector<int64_t>& dims
 
   Tensor out = empty(out_shape, {.dtype = result_dtype(kind, t.dtype()), .device = device});
   if (!device.is_meta() && rows != 0) {
-    // Reduced dims leading a contiguous CUDA tensor (a bias gradient: [B, T, C]
+    // Reduced dims leading a contiguous tensor (a bias gradient: [B, T, C]
     // over {0, 1}): t already is [cols, rows] in memory, and the column kernels
     // read it in place where permute().contiguous() would be a full transposed
     // copy. A single kept element (rows == 1) is one row, which the row kernels split.
-    if (device.is_cuda() && rows > 1 && t.is_contiguous() && reduced_dims_lead(t, reduced)) {
+    const bool columns = rows > 1 && t.is_contiguous() && reduced_dims_lead(t, reduced);
+    const bool cpu_columns = kind == ReduceKind::sum || kind == ReduceKind::mean;
+    if (columns && device.is_cuda()) {
       run_on_device(kind, Layout::columns, t, cols, rows, out);
+    } else if (columns && device.is_cpu() && cpu_columns) {
+      run_cpu_columns(kind, t, cols, rows, out);
     } else {
       NoGradGuard no_grad;  // the permuted copy is bookkeeping; the op records its own backward
       run_on_device(kind, Layout::rows, t.permute(perm).contiguous(), rows, cols, out);
