@@ -56,6 +56,44 @@ DTR_FMA_CHAINS(chains_avx2, [[gnu::target("avx2,fma")]], __m256, _mm256_set1_ps,
 #endif
 #undef DTR_FMA_CHAINS
 
+#if defined(__x86_64__)
+// kChains chains of acc += a . b over bf16 pairs (1.0 . 2^-20, twice per lane).
+[[gnu::target("avx512f,avx512bf16")]] long chains_bf16_dot(float* sink) {
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x35803580);
+  __m512 acc[kChains];
+  for (__m512& c : acc) c = _mm512_setzero_ps();
+  for (long i = 0; i < kIterations; ++i) {
+    _Pragma("GCC unroll 16") for (__m512& c : acc) c = _mm512_dpbf16_ps(c, a, b);
+  }
+  __m512 total = acc[0];
+  for (int c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
+  float lanes[16];
+  std::memcpy(lanes, &total, sizeof(total));
+  *sink = lanes[0];
+  return kIterations * kChains * 32;
+}
+#endif
+
+// GFLOP/s of `threads` threads each running `chains`, best of 7 short runs (the clock varies).
+double best_rate(int threads, long (*chains)(float*)) {
+  double best = 0;
+  for (int run = 0; run < 7; ++run) {
+    std::vector<float> sinks(static_cast<size_t>(threads) * 16);  // a cache line each
+    std::vector<long> counts(static_cast<size_t>(threads));
+    std::vector<std::thread> workers;
+    const auto start = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { counts[t] = chains(&sinks[t * 16]); });
+    }
+    for (auto& w : workers) w.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    long madds = 0;
+    for (long c : counts) madds += c;
+    best = std::max(best, 2.0 * static_cast<double>(madds) / seconds * 1e-9);
+  }
+  return best;
+}
+
 long chains_at_active_level(float* sink) {
 #if defined(__x86_64__)
   switch (kernels::cpu::active_cpu_level()) {
@@ -69,23 +107,13 @@ long chains_at_active_level(float* sink) {
 
 }  // namespace
 
-double measured_fma_peak_gflops(int threads) {
-  double best = 0;
-  for (int run = 0; run < 7; ++run) {  // short runs, best of several: the clock varies
-    std::vector<float> sinks(static_cast<size_t>(threads) * 16);  // a cache line each
-    std::vector<long> counts(static_cast<size_t>(threads));
-    std::vector<std::thread> workers;
-    const auto start = std::chrono::steady_clock::now();
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] { counts[t] = chains_at_active_level(&sinks[t * 16]); });
-    }
-    for (auto& w : workers) w.join();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    long madds = 0;
-    for (long c : counts) madds += c;
-    best = std::max(best, 2.0 * static_cast<double>(madds) / seconds * 1e-9);
-  }
-  return best;
+double measured_fma_peak_gflops(int threads) { return best_rate(threads, chains_at_active_level); }
+
+double measured_bf16_dot_peak_gflops(int threads) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512bf16")) return best_rate(threads, chains_bf16_dot);
+#endif
+  return 0.0;
 }
 
 const char* cpu_model_name() {

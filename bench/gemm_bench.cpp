@@ -7,6 +7,8 @@
 // Then kernels::cpu::gemm on every transpose and on the layer shapes of a GPT-2 124M
 // step (B=4, T=64: 256 tokens) and a Llama-style MLP, with the default thread count;
 // bench/torch_cpu_yardstick.py's gemm-shapes times torch.mm on the same rows.
+// Last, kernels::cpu::gemm<bf16> against f32 on a few of those rows, next to the
+// measured peak of AVX-512 BF16's dot product (vdpbf16ps) where the CPU has it.
 // Each figure is the best of several timed runs after one warm-up run.
 #include "bench/fma_peak.h"
 #include "dtr/kernels/cpu/cpu_level.h"
@@ -109,6 +111,49 @@ void print_shapes(double peak) {
   }
 }
 
+// bf16 operands and C (f32 sums, kernels::cpu::gemm<bf16>) against f32 on the same
+// rows, next to the peak of AVX-512 BF16's dot product, the instruction a bf16 GEMM
+// of its own would run on.
+void print_bf16(double fma_peak) {
+  using dtr::kernels::cpu::Transpose;
+  using dtr::bf16;
+  const int threads = dtr::kernels::num_threads();
+  const double dot_peak = dtr::bench::measured_bf16_dot_peak_gflops(threads);
+  fmt::print("\nbf16 through kernels::cpu::gemm<bf16>, {} threads; f32 FMA peak {:.1f} GFLOP/s, ", threads,
+             fma_peak);
+  if (dot_peak > 0) {
+    fmt::print("vdpbf16ps peak {:.1f} GFLOP/s ({:.2f}x the FMA peak)\n", dot_peak, dot_peak / fma_peak);
+  } else {
+    fmt::print("no AVX-512 BF16 on this CPU\n");
+  }
+  fmt::print("{:>26} | {:>20} | {:>2} | {:>12} | {:>12} | {:>9}\n", "shape", "m x n x k", "op", "bf16", "f32",
+             "bf16/f32");
+  fmt::print("{:->26}-+-{:->20}-+-{:->2}-+-{:->12}-+-{:->12}-+-{:->9}\n", "", "", "", "", "", "");
+  for (const Shape& s : {kShapes[0], kShapes[1], kShapes[7], kShapes[9]}) {
+    const Transpose ta = s.op[0] == 'T' ? Transpose::yes : Transpose::no;
+    const Transpose tb = s.op[1] == 'T' ? Transpose::yes : Transpose::no;
+    const std::vector<float> a = random_values(s.m * s.k, 1), b = random_values(s.k * s.n, 2);
+    const std::vector<bf16> a16(a.begin(), a.end()), b16(b.begin(), b.end());
+    std::vector<float> c(static_cast<size_t>(s.m * s.n));
+    std::vector<bf16> c16(c.size());
+    const int64_t lda = ta == Transpose::no ? s.k : s.m, ldb = tb == Transpose::no ? s.n : s.k;
+    const std::vector<double> best = best_times({
+        [&] {
+          dtr::kernels::cpu::gemm<bf16>(ta, tb, s.m, s.n, s.k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f,
+                                        c16.data(), s.n);
+        },
+        [&] {
+          dtr::kernels::cpu::gemm<float>(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                                         c.data(), s.n);
+        },
+    });
+    const double flops = 2.0 * static_cast<double>(s.m * s.n) * static_cast<double>(s.k);
+    fmt::print("{:>26} | {:>20} | {:>2} | {:>7.1f} GF/s | {:>7.1f} GF/s | {:>8.2f}x\n", s.name,
+               fmt::format("{} x {} x {}", s.m, s.n, s.k), s.op, flops / best[0] * 1e-9, flops / best[1] * 1e-9,
+               best[1] / best[0]);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -157,5 +202,6 @@ int main() {
                max_diff > 1e-3f ? fmt::format("  (op differs from Eigen by {})", max_diff) : "");
   }
   print_shapes(peak_all);
+  print_bf16(peak_all);
   return 0;
 }
