@@ -182,14 +182,20 @@ TEMPLATE_TEST_CASE("gemm matches a double triple loop for every size mix and tra
   }
 }
 
-TEST_CASE("f32 gemm spans several cache blocks of m, n and k", "[gemm]") {
-  // dtr's packed f32 GEMM blocks m by 192 rows (avx512; fewer below), n by 1024
-  // columns and k by 256: each dimension here crosses its block edge and ends in a
+TEMPLATE_TEST_CASE("gemm spans several cache blocks of m, n and k", "[gemm]", float, bf16, f16) {
+  // dtr's packed GEMM blocks m by 192 rows (avx512; fewer below), n by 1024 columns
+  // and k by 256, and half types sum into float tiles of 384 x 1024 (avx512; fewer
+  // below): each dimension here crosses its block and tile edges and ends in a
   // partial register tile, and beta applies once, in the first block of k.
+  using T = TestType;
   std::mt19937 rng(7);
   for (Transpose ta : kBoth) {
     for (Transpose tb : kBoth) {
-      run_and_check<float>({.ta = ta, .tb = tb, .m = 203, .n = 2083, .k = 531, .alpha = 0.5, .beta = -1.5}, rng);
+      if constexpr (std::is_same_v<T, float>) {
+        run_and_check<T>({.ta = ta, .tb = tb, .m = 203, .n = 2083, .k = 531, .alpha = 0.5, .beta = -1.5}, rng);
+      } else {
+        run_and_check<T>({.ta = ta, .tb = tb, .m = 401, .n = 1061, .k = 300, .alpha = 0.5, .beta = -1.5}, rng);
+      }
     }
   }
 }

@@ -25,11 +25,11 @@ using ConstMatrixMap = Eigen::Map<const RowMajorMatrix<T>, Eigen::Unaligned, Eig
 // Multiply-adds below which a GEMM (or a whole batch) stays on the calling thread.
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 
-// Half-type GEMMs are computed tile by tile through float buffers: a C tile of
-// kHalfTileM x kHalfTileN accumulates over k in blocks of kHalfTileK.
-constexpr int64_t kHalfTileM = 128;
-constexpr int64_t kHalfTileN = 256;
-constexpr int64_t kHalfTileK = 256;
+// Half-type GEMMs are computed tile by tile through a float buffer: a C tile of
+// kHalfTileM x kHalfTileN accumulates over all of k (1.5 MiB at avx512), its
+// operands widened to float as the packed GEMM packs them.
+constexpr int64_t kHalfTileM = detail::kTileRows * 32;
+constexpr int64_t kHalfTileN = detail::kTileCols * 32;
 
 // Where a threaded GEMM may cut C: rows at multiples of kRowQuantum, columns at
 // multiples of kColQuantum. Cuts must not change the order in which any element
@@ -41,11 +41,11 @@ constexpr int64_t kHalfTileK = 256;
 //   columns of C; elements in full blocks and in remainder blocks take different
 //   code paths, while k is blocked from k alone. Cuts at multiples of 64 rows and
 //   96 columns (multiples of every nr and mr) keep each element's path.
-// - bf16/f16: the tile grid above is fixed from the origin of C; cuts fall on tiles.
+// - bf16/f16: the same packed GEMM, summing into float tiles; the same cuts.
 template <class T>
-constexpr int64_t kRowQuantum = is_half_v<T> ? kHalfTileM : std::is_same_v<T, float> ? detail::kTileRows : 64;
+constexpr int64_t kRowQuantum = std::is_same_v<T, double> ? 64 : detail::kTileRows;
 template <class T>
-constexpr int64_t kColQuantum = is_half_v<T> ? kHalfTileN : std::is_same_v<T, float> ? detail::kTileCols : 96;
+constexpr int64_t kColQuantum = std::is_same_v<T, double> ? 96 : detail::kTileCols;
 
 // One GEMM problem; `rows` and `cols` give the sub-problems for parts of C.
 template <class T>
@@ -139,8 +139,8 @@ void run_product(const Problem<T>& p) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    packed_sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta,
-                 p.c, p.ldc, p.a_packed, p.b_packed);
+    packed_gemm<float>(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, p.c,
+                       p.ldc, p.a_packed, p.b_packed);
     return;
   }
   with_op(p.trans_a, p.a, p.m, p.k, p.lda, [&](const auto& a) {
@@ -161,64 +161,34 @@ void run_native(const Problem<T>& p) {
   apply_epilogue(p);
 }
 
-// Copies rows x cols of a stored row-major matrix (row stride ld) into a dense float buffer.
-template <class T>
-void load_block(const T* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* s = src + r * ld;
-    float* d = dst + r * cols;
-    for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<float>(s[j]);
-  }
-}
-
 // bf16 / f16 on the calling thread: per C tile, accumulate op(A) . op(B) in a
 // float buffer over all of k, then C = round(alpha * acc + beta * C + bias) once
 // (and the activation of that).
 template <class T>
 void run_half(const Problem<T>& p) {
   const bool product = p.alpha != 0.0f && p.k > 0;
-  std::vector<float> a_buf, b_buf, acc(kHalfTileM * kHalfTileN);
-  if (product) {
-    a_buf.resize(kHalfTileM * kHalfTileK);
-    b_buf.resize(kHalfTileK * kHalfTileN);
-  }
+  thread_local std::vector<float> acc;
+  acc.resize(static_cast<size_t>(std::min(p.m, kHalfTileM) * std::min(p.n, kHalfTileN)));
   for (int64_t i0 = 0; i0 < p.m; i0 += kHalfTileM) {
     const int64_t mb = std::min(kHalfTileM, p.m - i0);
     for (int64_t j0 = 0; j0 < p.n; j0 += kHalfTileN) {
       const int64_t nb = std::min(kHalfTileN, p.n - j0);
-      for (int64_t p0 = 0; product && p0 < p.k; p0 += kHalfTileK) {
-        const int64_t kb = std::min(kHalfTileK, p.k - p0);
-        // The stored blocks keep their orientation; run_native applies the transposes.
-        if (p.trans_a == Transpose::no) {
-          load_block(p.a + i0 * p.lda + p0, p.lda, mb, kb, a_buf.data());
-        } else {
-          load_block(p.a + p0 * p.lda + i0, p.lda, kb, mb, a_buf.data());
-        }
-        if (p.trans_b == Transpose::no) {
-          load_block(p.b + p0 * p.ldb + j0, p.ldb, kb, nb, b_buf.data());
-        } else {
-          load_block(p.b + j0 * p.ldb + p0, p.ldb, nb, kb, b_buf.data());
-        }
-        run_product<float>({.trans_a = p.trans_a,
-                           .trans_b = p.trans_b,
-                           .m = mb,
-                           .n = nb,
-                           .k = kb,
-                           .alpha = 1.0f,
-                           .beta = p0 == 0 ? 0.0f : 1.0f,
-                           .a = a_buf.data(),
-                           .lda = p.trans_a == Transpose::no ? kb : mb,
-                           .b = b_buf.data(),
-                           .ldb = p.trans_b == Transpose::no ? nb : kb,
-                           .c = acc.data(),
-                           .ldc = nb,
-                           .epilogue = {}});  // none: the epilogue runs once, on the full sums
+      if (product) {
+        const T* a = p.a + i0 * (p.trans_a == Transpose::no ? p.lda : 1);
+        const T* b = p.b + j0 * (p.trans_b == Transpose::no ? 1 : p.ldb);
+        // alpha 1: the epilogue applies alpha once, to the full sums.
+        packed_gemm<T>(p.trans_a, p.trans_b, mb, nb, p.k, 1.0f, a, p.lda, b, p.ldb, 0.0f, acc.data(), nb);
       }
       const GemmEpilogue<T>& e = p.epilogue;
+      const bool plain = product && p.beta == 0.0f && !e.bias && e.activation == GemmActivation::none;
       for (int64_t i = 0; i < mb; ++i) {
         T* c = p.c + (i0 + i) * p.ldc + j0;
         T* pre = e.pre ? e.pre + (i0 + i) * p.ldc + j0 : nullptr;
         const float* s = acc.data() + i * nb;
+        if (plain) {  // the common case, as a loop without branches that vectorizes
+          for (int64_t j = 0; j < nb; ++j) c[j] = T(p.alpha * s[j]);
+          continue;
+        }
         for (int64_t j = 0; j < nb; ++j) {
           float v = product ? p.alpha * s[j] : 0.0f;
           if (p.beta != 0.0f) v += p.beta * static_cast<float>(c[j]);

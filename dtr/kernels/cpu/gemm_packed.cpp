@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
@@ -43,29 +44,51 @@ class PackBuffer {
 };
 
 // dst[p * Width + r] = r < count ? src[p * ld + r] : 0 for p < kc: rows of `count`
-// values side by side in the stored matrix, copied into a panel `Width` wide. Full
-// rows copy with a memcpy of constant size, which the compiler turns into a few
-// vector moves (a copy of variable length would call memmove per row).
-template <int Width>
-void copy_rows(const float* src, int64_t ld, int64_t kc, int64_t count, float* dst) {
+// values side by side in the stored matrix, copied (as float) into a panel `Width`
+// wide. Full f32 rows copy with a memcpy of constant size, which the compiler
+// turns into a few vector moves (a copy of variable length would call memmove per row).
+template <int Width, class S>
+void copy_rows(const S* src, int64_t ld, int64_t kc, int64_t count, float* dst) {
   if (count == Width) {
-    for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * Width, src + p * ld, Width * sizeof(float));
+    for (int64_t p = 0; p < kc; ++p) {
+      if constexpr (std::is_same_v<S, float>) {
+        std::memcpy(dst + p * Width, src + p * ld, Width * sizeof(float));
+      } else {
+        for (int r = 0; r < Width; ++r) dst[p * Width + r] = static_cast<float>(src[p * ld + r]);
+      }
+    }
     return;
   }
   for (int64_t p = 0; p < kc; ++p) {
-    for (int64_t r = 0; r < Width; ++r) dst[p * Width + r] = r < count ? src[p * ld + r] : 0.0f;
+    for (int64_t r = 0; r < Width; ++r) dst[p * Width + r] = r < count ? static_cast<float>(src[p * ld + r]) : 0.0f;
+  }
+}
+
+// detail::interleave_rows for any stored type: bf16 / f16 rows are first widened
+// into a float block (at most kTileCols x kBlockK, in L1), then transposed from there.
+template <class S>
+void interleave_rows(const S* src, int64_t ld, int64_t count, int64_t kc, float* dst, int width) {
+  if constexpr (std::is_same_v<S, float>) {
+    detail::interleave_rows(src, ld, count, kc, dst, width);
+  } else {
+    alignas(64) float widened[kTileCols * kBlockK];
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t p = 0; p < kc; ++p) widened[r * kc + p] = static_cast<float>(src[r * ld + p]);
+    }
+    detail::interleave_rows(widened, kc, count, kc, dst, width);
   }
 }
 
 // Rows [i0, i0 + rows) and k [p0, p0 + kc) of op(A) into micro-panels of kTileRows
 // rows, each kc x kTileRows k-major, the rows past the edge zero.
-void pack_a(Transpose trans, const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t p0,
-            int64_t kc, float* dst) {
+template <class S>
+void pack_a(Transpose trans, const S* a, int64_t lda, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+            float* dst) {
   for (int64_t ip = 0; ip < rows; ip += kTileRows) {
     const int64_t panel_rows = std::min<int64_t>(kTileRows, rows - ip);
     float* panel = dst + ip * kc;
     if (trans == Transpose::no) {  // op(A)[i, p] = a[i * lda + p]: each row runs along k
-      detail::interleave_rows(a + (i0 + ip) * lda + p0, lda, panel_rows, kc, panel, kTileRows);
+      interleave_rows(a + (i0 + ip) * lda + p0, lda, panel_rows, kc, panel, kTileRows);
     } else {  // op(A)[i, p] = a[p * lda + i]: the panel's rows lie side by side
       copy_rows<kTileRows>(a + p0 * lda + i0 + ip, lda, kc, panel_rows, panel);
     }
@@ -74,15 +97,16 @@ void pack_a(Transpose trans, const float* a, int64_t lda, int64_t i0, int64_t ro
 
 // k [p0, p0 + kc) and columns [j0, j0 + cols) of op(B) into micro-panels of kTileCols
 // columns, each kc x kTileCols k-major, the columns past the edge zero.
-void pack_b(Transpose trans, const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,
-            int64_t cols, float* dst) {
+template <class S>
+void pack_b(Transpose trans, const S* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t cols,
+            float* dst) {
   for (int64_t jp = 0; jp < cols; jp += kTileCols) {
     const int64_t panel_cols = std::min<int64_t>(kTileCols, cols - jp);
     float* panel = dst + jp * kc;
     if (trans == Transpose::no) {  // op(B)[p, j] = b[p * ldb + j]: the panel's columns side by side
       copy_rows<kTileCols>(b + p0 * ldb + j0 + jp, ldb, kc, panel_cols, panel);
     } else {  // op(B)[p, j] = b[j * ldb + p]: each column runs along k
-      detail::interleave_rows(b + (j0 + jp) * ldb + p0, ldb, panel_cols, kc, panel, kTileCols);
+      interleave_rows(b + (j0 + jp) * ldb + p0, ldb, panel_cols, kc, panel, kTileCols);
     }
   }
 }
@@ -152,10 +176,10 @@ float* whole_pack_buffer(int64_t count) {
   return buffer.get(count);
 }
 
-void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
-                  float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                  float beta, float* c, int64_t ldc, const float* a_packed,
-                  const float* b_packed) {
+template <class S>
+void packed_gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const S* a, int64_t lda, const S* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                 const float* a_packed, const float* b_packed) {
   thread_local PackBuffer a_buffer, b_buffer;
   float* a_block_buffer =
       a_packed ? nullptr : a_buffer.get(round_up(std::min(m, kBlockRows), kTileRows) * std::min(k, kBlockK));
@@ -186,5 +210,13 @@ void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, in
     }
   }
 }
+
+#define DTR_INSTANTIATE_PACKED_GEMM(S)                                                                  \
+  template void packed_gemm<S>(Transpose, Transpose, int64_t, int64_t, int64_t, float, const S*, int64_t, \
+                               const S*, int64_t, float, float*, int64_t, const float*, const float*);
+DTR_INSTANTIATE_PACKED_GEMM(float)
+DTR_INSTANTIATE_PACKED_GEMM(bf16)
+DTR_INSTANTIATE_PACKED_GEMM(f16)
+#undef DTR_INSTANTIATE_PACKED_GEMM
 
 }  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

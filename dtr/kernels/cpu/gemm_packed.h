@@ -1,5 +1,5 @@
 // Internal to the CPU GEMM (gemm.cpp): dtr's own f32 GEMM on the calling thread, in the
-// BLIS scheme. op(B) is packed a kc x nc block at a time into micro-panels of
+// BLIS scheme (bf16 / f16 operands are widened to f32 as they are packed). op(B) is packed a kc x nc block at a time into micro-panels of
 // kTileCols columns, op(A) an mc x kc block at a time into micro-panels of kTileRows
 // rows (both zero-padded at the edges), and the register tile
 // (gemm_register_tile.h) multiplies one micro-panel of each. The blocks are sized
@@ -10,6 +10,7 @@
 // C a call computes: results do not depend on how gemm.cpp cuts C among threads.
 #pragma once
 
+#include "dtr/kernels/scalar_types.h"
 #include "dtr/kernels/transpose.h"
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 // An operand packed whole, for threads that share it (each computing other rows or
 // columns of C) instead of each packing its own copy. pack_whole_a() packs micro-panels
 // [panel_begin, panel_end) of op(A)'s rows (kTileRows each), for every block of k, into
-// `dst` of packed_a_floats(m, k) floats, in the layout packed_sgemm reads; so that
+// `dst` of packed_a_floats(m, k) floats, in the layout packed_gemm reads; so that
 // several threads can fill one buffer, each its own panels. Likewise for op(B)'s
 // columns (kTileCols each).
 int64_t packed_a_floats(int64_t m, int64_t k);
@@ -34,11 +35,12 @@ void pack_whole_b(Transpose trans_b, const float* b, int64_t ldb, int64_t k, int
 // C[m, n] = alpha * op(A)[m, k] . op(B)[k, n] + beta * C, row-major with the row
 // strides of gemm.h; beta == 0 writes C without reading it. Needs k > 0.
 // a_packed / b_packed, when given, hold op(A) / op(B) packed whole (above), and `a`
-// / `b` are then not read.
-void packed_sgemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
-                  float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                  float beta, float* c, int64_t ldc, const float* a_packed = nullptr,
-                  const float* b_packed = nullptr);
+// / `b` are then not read. A and B are float, bf16 or f16 (S), widened to float as
+// they are packed; C and the sums are float.
+template <class S>
+void packed_gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const S* a, int64_t lda, const S* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                 const float* a_packed = nullptr, const float* b_packed = nullptr);
 
 // A buffer of `count` floats aligned to a cache line, owned by the calling thread
 // and reused by its next call (for the operands packed whole).
