@@ -111,28 +111,43 @@ void pack_b(Transpose trans, const S* b, int64_t ldb, int64_t p0, int64_t kc, in
   }
 }
 
+// The micro-kernel for the first `rows` rows of a tile (rows a multiple of
+// kEdgeRowStep, at most kTileRows).
+void multiply_rows(int64_t rows, int64_t kc, const float* a_panel, const float* b_panel, float* c,
+                   int64_t ldc, TileStore store) {
+  constexpr int kStep = detail::kEdgeRowStep;
+  switch (rows / kStep) {
+    case 1: return detail::multiply_tile<kStep>(kc, a_panel, b_panel, c, ldc, store);
+    case 2: return detail::multiply_tile<std::min(2 * kStep, kTileRows)>(kc, a_panel, b_panel, c, ldc, store);
+    default: return detail::multiply_tile<kTileRows>(kc, a_panel, b_panel, c, ldc, store);
+  }
+}
+
 // C[rows, cols] (+)= packed A block . packed B block, tile by tile. An A micro-panel
-// meets every B micro-panel of the block before the next one is read. Edge tiles go
-// through a full-size scratch tile, so that they run the same micro-kernel.
+// meets every B micro-panel of the block before the next one is read. A tile at the
+// bottom edge runs the micro-kernel for its rows rounded up to kEdgeRowStep; edge
+// tiles whose rows or columns that rounding does not fit go through a scratch tile.
 void multiply_blocks(int64_t rows, int64_t cols, int64_t kc, const float* a_block,
                      const float* b_block, float* c, int64_t ldc, TileStore store) {
+  constexpr int64_t kStep = detail::kEdgeRowStep;
   alignas(64) float scratch[kTileRows * kTileCols] = {};
   for (int64_t ir = 0; ir < rows; ir += kTileRows) {
     const int64_t tile_rows = std::min<int64_t>(kTileRows, rows - ir);
+    const int64_t kernel_rows = (tile_rows + kStep - 1) / kStep * kStep;
     const float* a_panel = a_block + ir * kc;
     for (int64_t jr = 0; jr < cols; jr += kTileCols) {
       const int64_t tile_cols = std::min<int64_t>(kTileCols, cols - jr);
       const float* b_panel = b_block + jr * kc;
       float* tile = c + ir * ldc + jr;
-      if (tile_rows == kTileRows && tile_cols == kTileCols) {
-        detail::multiply_tile(kc, a_panel, b_panel, tile, ldc, store);
+      if (kernel_rows == tile_rows && tile_cols == kTileCols) {
+        multiply_rows(kernel_rows, kc, a_panel, b_panel, tile, ldc, store);
         continue;
       }
       const auto row_bytes = static_cast<size_t>(tile_cols) * sizeof(float);
       if (store.beta != 0.0f) {
         for (int64_t r = 0; r < tile_rows; ++r) std::memcpy(scratch + r * kTileCols, tile + r * ldc, row_bytes);
       }
-      detail::multiply_tile(kc, a_panel, b_panel, scratch, kTileCols, store);
+      multiply_rows(kernel_rows, kc, a_panel, b_panel, scratch, kTileCols, store);
       for (int64_t r = 0; r < tile_rows; ++r) std::memcpy(tile + r * ldc, scratch + r * kTileCols, row_bytes);
     }
   }

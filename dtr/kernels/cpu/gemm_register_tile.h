@@ -72,6 +72,12 @@ inline constexpr int kTileRows = 4;
 inline constexpr int kTileVectors = 2;  // vectors per tile row
 inline constexpr int kTileCols = kTileVectors * F32Vector::kLanes;
 
+// A tile at the bottom edge of C runs the micro-kernel for the rows it has, rounded
+// up to a multiple of kEdgeRowStep (a third of the tile, or half at the baseline),
+// not a full kTileRows: C of 256 rows ends in a tile of 4 rows at avx512, which
+// costs a third of a full one.
+inline constexpr int kEdgeRowStep = kTileRows % 3 == 0 ? kTileRows / 3 : kTileRows / 2;
+
 // How the accumulated products meet C: C = alpha * acc + beta * C, where beta == 0
 // writes C without reading it.
 struct TileStore {
@@ -79,15 +85,18 @@ struct TileStore {
   float beta = 0.0f;
 };
 
-// C[0:kTileRows, 0:kTileCols] (row stride ldc) = store.alpha * a_panel . b_panel +
-// store.beta * C, over kc values of k.
-[[gnu::noinline]] inline void multiply_tile(int64_t kc, const float* __restrict a_panel,
-                                                 const float* __restrict b_panel, float* c,
-                                                 int64_t ldc, TileStore store) {
+// C[0:Rows, 0:kTileCols] (row stride ldc) = store.alpha * a_panel . b_panel +
+// store.beta * C, over kc values of k: the first Rows rows of a full micro-panel of
+// op(A) (kTileRows values per k). Each accumulator's sum is the same for any Rows.
+template <int Rows = kTileRows>
+[[gnu::noinline]] void multiply_tile(int64_t kc, const float* __restrict a_panel,
+                                     const float* __restrict b_panel, float* c, int64_t ldc,
+                                     TileStore store) {
+  static_assert(Rows > 0 && Rows <= kTileRows);
   using Vec = F32Vector;
-  Vec::V acc[kTileRows][kTileVectors];
+  Vec::V acc[Rows][kTileVectors];
 #pragma GCC unroll 16
-  for (int i = 0; i < kTileRows; ++i) {
+  for (int i = 0; i < Rows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < kTileVectors; ++v) acc[i][v] = Vec::zero();
   }
@@ -103,7 +112,7 @@ struct TileStore {
 #pragma GCC unroll 4
     for (int v = 0; v < kTileVectors; ++v) b[v] = Vec::load(b_panel + v * Vec::kLanes);
 #pragma GCC unroll 16
-    for (int i = 0; i < kTileRows; ++i) {
+    for (int i = 0; i < Rows; ++i) {
       const Vec::V a = Vec::broadcast(a_panel[i]);
 #pragma GCC unroll 4
       for (int v = 0; v < kTileVectors; ++v) acc[i][v] = Vec::fma(a, b[v], acc[i][v]);
@@ -114,7 +123,7 @@ struct TileStore {
   const Vec::V alpha = Vec::broadcast(store.alpha);
   const Vec::V beta = Vec::broadcast(store.beta);
 #pragma GCC unroll 16
-  for (int i = 0; i < kTileRows; ++i) {
+  for (int i = 0; i < Rows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < kTileVectors; ++v) {
       float* out = c + i * ldc + v * Vec::kLanes;
