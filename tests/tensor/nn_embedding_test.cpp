@@ -1,9 +1,12 @@
 // embedding (dtr/tensor/ops/nn.h): gathered rows by hand, any index shape,
 // non-contiguous tables, gradcheck of the table, a scatter-add backward with
 // repeated indices that is bitwise the same for 1 and 2 threads and matches a
-// double loop, meta inputs, and error messages.
+// double loop, a table tied to an output layer against two untied copies, meta
+// inputs, and error messages.
 #include "dtr/kernels/cpu/parallel.h"
+#include "dtr/tensor/allocator.h"
 #include "dtr/tensor/factory.h"
+#include "dtr/tensor/ops/matmul.h"
 #include "dtr/tensor/ops/nn.h"
 #include "dtr/tensor/random.h"
 #include "tests/support/gradcheck.h"
@@ -82,6 +85,69 @@ TEST_CASE("embedding backward with repeated indices is bitwise the same for 1 an
       CHECK(one[i] == Approx(want[i]).epsilon(tol).margin(tol));
     }
     for (int64_t c = 0; c < cols; ++c) CHECK(one[39 * cols + c] == 0.0f);
+  }
+}
+
+TEST_CASE("a table tied to an output layer gets both gradients summed, the embedding's added in place",
+          "[nn]") {
+  // GPT-2's tying: the table embeds the tokens and is the output layer's weight. The
+  // output layer's gradient reaches the table first; the embedding's rows are then
+  // added into it (Node::accumulate_into) rather than a zero table around them.
+  const int64_t vocab = 1000, dim = 64;
+  Tensor indices = from_vector<int64_t>({3, 999, 3, 0, 512, 3, 7, 999}, {2, 4});
+  Generator gen(23);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor values = randn({vocab, dim}, {.dtype = dtype}, &gen);
+    const Tensor upstream = randn({2, 4, vocab}, {.dtype = dtype}, &gen);
+    // The independent reference: the same sums through two untied copies of the table,
+    // whose gradients the add op then adds.
+    Tensor embedded_copy = values.clone().requires_grad_(), output_copy = values.clone().requires_grad_();
+    linear(embedding(embedded_copy, indices), output_copy).backward(upstream);
+    const std::vector<float> want =
+        (output_copy.grad() + embedded_copy.grad()).to(DType::f32).to_vector<float>();
+
+    Tensor tied = values.clone().requires_grad_();
+    Tensor logits = linear(embedding(tied, indices), tied);
+    reset_peak_memory_stats(Device::cpu());
+    const int64_t before = memory_stats(Device::cpu()).total.current_bytes;
+    logits.backward(upstream);
+    const int64_t peak = memory_stats(Device::cpu()).total.peak_bytes - before;
+    CHECK(tied.grad().to(DType::f32).to_vector<float>() == want);
+    // The backward's transients: the output layer's table-sized gradient (kept as
+    // .grad) and small ones, but no second table of zeros and no third for the sum.
+    const int64_t table_bytes = vocab * dim * static_cast<int64_t>(element_size(dtype));
+    CHECK(peak < 2 * table_bytes);
+  }
+}
+
+TEST_CASE("a tied table's gradient is right when the summed gradient is shared or comes second", "[nn]") {
+  const int64_t vocab = 50, dim = 8;
+  Tensor indices = from_vector<int64_t>({1, 49, 1, 20});
+  Generator gen(29);
+  const Tensor values = randn({vocab, dim}, {}, &gen);
+  const Tensor upstream = randn({4, vocab}, {}, &gen);
+  Tensor embedded_copy = values.clone().requires_grad_(), output_copy = values.clone().requires_grad_();
+  linear(embedding(embedded_copy, indices), output_copy).backward(upstream);
+  const std::vector<float> want = (output_copy.grad() + embedded_copy.grad()).to_vector<float>();
+  SECTION("a post hook keeps the output layer's gradient: the sum is made out of place") {
+    Tensor tied = values.clone().requires_grad_();
+    Tensor logits = linear(embedding(tied, indices), tied);
+    std::vector<Tensor> kept;
+    logits.grad_fn()->add_post_hook(
+        [&](const std::vector<Tensor>& grad_inputs, const std::vector<Tensor>&) { kept = grad_inputs; });
+    logits.backward(upstream);
+    CHECK(tied.grad().to_vector<float>() == want);
+    // The kept gradient is still the output layer's alone, not the sum.
+    CHECK(kept.back().to_vector<float>() == output_copy.grad().to_vector<float>());
+  }
+  SECTION("the embedding's backward runs first: there is no sum to add into yet") {
+    // The output layer reads the table through an op created before the embedding,
+    // so the embedding's backward runs before that op's.
+    Tensor tied = values.clone().requires_grad_();
+    Tensor through = tied * 1.0;
+    linear(embedding(tied, indices), through).backward(upstream);
+    CHECK(tied.grad().to_vector<float>() == want);
   }
 }
 

@@ -20,9 +20,13 @@ void embedding_forward(const T* table, int64_t cols, const int64_t* indices, int
   });
 }
 
-template <class T>
-void embedding_backward(const T* grad_out, const int64_t* indices, int64_t tokens, int64_t rows,
-                        int64_t cols, T* grad_table) {
+namespace {
+
+// The rows' sums of embedding_backward, handed to store(dst_row, acc) for each row
+// some token looked up, or to skip(dst_row) for each row none did.
+template <class T, class Store, class Skip>
+void sum_rows_by_index(const T* grad_out, const int64_t* indices, int64_t tokens, int64_t rows, int64_t cols,
+                       T* grad_table, const Store& store, const Skip& skip) {
   using Acc = acc_t<T>;
   if (rows <= 0 || cols <= 0) return;
   // Bucket tokens by row, keeping token order within a row: start[r] .. start[r + 1]
@@ -42,7 +46,7 @@ void embedding_backward(const T* grad_out, const int64_t* indices, int64_t token
     for (int64_t r = lo; r < hi; ++r) {
       T* dst = grad_table + r * cols;
       if (start[r] == start[r + 1]) {
-        std::fill(dst, dst + cols, T(0));
+        skip(dst);
         continue;
       }
       std::fill(acc.begin(), acc.end(), Acc(0));
@@ -50,17 +54,46 @@ void embedding_backward(const T* grad_out, const int64_t* indices, int64_t token
         const T* src = grad_out + order[k] * cols;
         for (int64_t c = 0; c < cols; ++c) acc[c] += convert<Acc>(src[c]);
       }
-      for (int64_t c = 0; c < cols; ++c) dst[c] = convert<T>(acc[c]);
+      store(dst, acc.data());
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void embedding_backward(const T* grad_out, const int64_t* indices, int64_t tokens, int64_t rows,
+                        int64_t cols, T* grad_table) {
+  sum_rows_by_index(
+      grad_out, indices, tokens, rows, cols, grad_table,
+      [&](T* dst, const acc_t<T>* acc) {
+        for (int64_t c = 0; c < cols; ++c) dst[c] = convert<T>(acc[c]);
+      },
+      [&](T* dst) { std::fill(dst, dst + cols, T(0)); });
+}
+
+template <class T>
+void embedding_backward_add(const T* grad_out, const int64_t* indices, int64_t tokens, int64_t rows,
+                            int64_t cols, T* grad_table) {
+  using Acc = acc_t<T>;
+  sum_rows_by_index(
+      grad_out, indices, tokens, rows, cols, grad_table,
+      [&](T* dst, const Acc* acc) {
+        // The row's gradient rounded to T, then added as the add op adds two T tensors.
+        for (int64_t c = 0; c < cols; ++c) {
+          dst[c] = convert<T>(convert<Acc>(dst[c]) + convert<Acc>(convert<T>(acc[c])));
+        }
+      },
+      [](T*) {});
 }
 
 #define DTR_INSTANTIATE_EMBEDDING_FORWARD(T) \
   template void embedding_forward<T>(const T*, int64_t, const int64_t*, int64_t, T*);
 DTR_FOR_EACH_SCALAR(DTR_INSTANTIATE_EMBEDDING_FORWARD)
 
-#define DTR_INSTANTIATE_EMBEDDING_BACKWARD(T) \
-  template void embedding_backward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*);
+#define DTR_INSTANTIATE_EMBEDDING_BACKWARD(T)                                                  \
+  template void embedding_backward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*); \
+  template void embedding_backward_add<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*);
 DTR_FOR_EACH_FLOATING(DTR_INSTANTIATE_EMBEDDING_BACKWARD)
 
 }  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL

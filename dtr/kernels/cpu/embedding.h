@@ -39,4 +39,20 @@ void embedding_backward(const T* grad_out, const int64_t* indices, int64_t token
   return DTR_CPU_DISPATCH(embedding_backward<T>)(grad_out, indices, tokens, rows, cols, grad_table);
 }
 
+// grad_table[r, :] += the same sum for every r some token looked up, the sum rounded
+// to T and then added as the add op adds two T tensors (in opmath, rounded once);
+// rows no token looked up are left as they are. So a gradient already summed for
+// the table (a tied output layer's) gets the embedding's added in place, bitwise as
+// adding embedding_backward's result would (but that a -0 stays -0 in rows no token
+// looked up, where adding 0 would make it +0). Floating T only.
+DTR_CPU_AT_EVERY_LEVEL(template <class T>
+                       void embedding_backward_add(const T* grad_out, const int64_t* indices,
+                                                   int64_t tokens, int64_t rows, int64_t cols,
+                                                   T* grad_table);)
+template <class T>
+void embedding_backward_add(const T* grad_out, const int64_t* indices, int64_t tokens, int64_t rows,
+                            int64_t cols, T* grad_table) {
+  return DTR_CPU_DISPATCH(embedding_backward_add<T>)(grad_out, indices, tokens, rows, cols, grad_table);
+}
+
 }  // namespace dtr::kernels::cpu

@@ -50,6 +50,29 @@ void accumulate(std::vector<Tensor>& buffer, uint32_t slot, const Tensor& grad) 
   }
 }
 
+// Whether the engine's summed gradient `g` can be added to in place: nothing else
+// holds it or its storage, and it is a dense tensor outside any graph.
+bool held_alone(const Tensor& g) {
+  return g.defined() && g.use_count() == 1 && g.storage().use_count() == 1 && !g.requires_grad() &&
+         !g.device().is_meta() && g.is_contiguous() && g.storage_offset() == 0 &&
+         g.storage().nbytes() == g.nbytes();
+}
+
+// For a node with one input and no post hooks (which would need the gradient it
+// passes on): the gradient already summed for that input, when the engine holds
+// it alone and it has the input's shape, dtype and device, for
+// Node::accumulate_into; else null.
+Tensor* summed_input_gradient(const Node& node, std::unordered_map<Node*, std::vector<Tensor>>& buffers) {
+  if (node.next_edges().size() != 1 || !node.next_edges()[0].valid() || node.has_post_hooks()) return nullptr;
+  const Edge& e = node.next_edges()[0];
+  auto it = buffers.find(e.node.get());
+  if (it == buffers.end()) return nullptr;
+  Tensor& g = it->second[e.input_nr];
+  const OutputMeta& meta = e.node->outputs()[e.input_nr];
+  const bool fits = held_alone(g) && g.sizes() == meta.shape && g.dtype() == meta.dtype && g.device() == meta.device;
+  return fits ? &g : nullptr;
+}
+
 // Gradients for outputs that got none become zeros (when any output got one).
 bool fill_missing(const Node& node, std::vector<Tensor>& grads) {
   bool any = false;
@@ -110,13 +133,16 @@ void run_graph(const std::vector<Edge>& root_edges, const std::vector<Tensor>& r
     grads = node->run_pre_hooks(std::move(grads));
     std::vector<Tensor> grad_inputs;
     if (fill_missing(*node, grads)) {
-      // Without post hooks the node gets the only handles to its gradients, so that
-      // AccumulateGrad can keep one as .grad instead of copying it.
-      if (node->has_post_hooks()) {
+      Tensor* summed = summed_input_gradient(*node, buffers);
+      if (summed && node->accumulate_into(grads, *summed)) {
+        // Added in place: nothing to pass on.
+      } else if (node->has_post_hooks()) {
         grad_inputs = node->apply(grads);
         check_gradients(*node, grad_inputs);
         node->run_post_hooks(grad_inputs, grads);
       } else {
+        // Without post hooks the node gets the only handles to its gradients, so that
+        // AccumulateGrad can keep one as .grad instead of copying it.
         grad_inputs = node->apply(std::move(grads));
         check_gradients(*node, grad_inputs);
       }

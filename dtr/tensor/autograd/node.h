@@ -54,6 +54,17 @@ class Node : public std::enable_shared_from_this<Node> {
 
   virtual std::string name() const = 0;
   virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) = 0;
+  // In place of apply(), for a node with one input: adds the node's gradient for
+  // that input into `input_grad`, a gradient the engine has already summed for it
+  // and holds the only handle to (dense, of the input's dtype and device), and
+  // returns true; or returns false, and apply() runs. For nodes whose gradient is a
+  // few rows of a large input (an embedding table tied to an output layer), where
+  // apply() would build a whole tensor of zeros around those rows to be added.
+  virtual bool accumulate_into(const std::vector<Tensor>& grad_outputs, Tensor& input_grad) {
+    (void)grad_outputs;
+    (void)input_grad;
+    return false;
+  }
   // Frees saved tensors once a backward without retain_graph has used them.
   virtual void release_saved() {}
 

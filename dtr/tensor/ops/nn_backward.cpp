@@ -146,6 +146,18 @@ std::vector<Tensor> EmbeddingBackward::apply(std::vector<Tensor> grads) {
   return {grad_weight};
 }
 
+bool EmbeddingBackward::accumulate_into(const std::vector<Tensor>& grads, Tensor& grad_weight) {
+  if (!weight_meta_.device.is_cpu() || !grads[0].defined()) return false;
+  const Tensor indices = indices_.unpack(*this);
+  const Tensor grad_out = kernel_grad(grads[0], weight_meta_.dtype);
+  dispatch_floating(weight_meta_.dtype, name(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::cpu::embedding_backward_add<T>(grad_out.data<T>(), indices.data<int64_t>(), indices.numel(),
+                                            weight_meta_.shape[0], weight_meta_.shape[1], grad_weight.data<T>());
+  });
+  return true;
+}
+
 CrossEntropyBackward::CrossEntropyBackward(const Tensor& logits, const Tensor& targets,
                                            const Tensor& stats, int64_t ignore_index,
                                            double label_smoothing, int64_t counted)

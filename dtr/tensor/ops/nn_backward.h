@@ -41,6 +41,9 @@ class EmbeddingBackward final : public autograd::Node {
   EmbeddingBackward(const Tensor& indices, autograd::OutputMeta weight_meta);
   std::string name() const override { return "EmbeddingBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  // On the CPU: adds the looked-up rows' gradients into a gradient already summed
+  // for the table (a tied output layer's), instead of a whole table of zeros.
+  bool accumulate_into(const std::vector<Tensor>& grads, Tensor& grad_weight) override;
   void release_saved() override { indices_.release(); }
 
  private:
