@@ -90,22 +90,44 @@ constexpr Shape kShapes[] = {
     {"llama mlp down input grad", 512, 5632, 2048, "NN"},
 };
 
+// One row's product on operands of element type T (the same random values for any
+// T), ready to be timed.
+template <class T>
+struct ShapeProduct {
+  using Transpose = dtr::kernels::cpu::Transpose;
+
+  explicit ShapeProduct(const Shape& s)
+      : shape(s),
+        ta(s.op[0] == 'T' ? Transpose::yes : Transpose::no),
+        tb(s.op[1] == 'T' ? Transpose::yes : Transpose::no),
+        a(widened(random_values(s.m * s.k, 1))),
+        b(widened(random_values(s.k * s.n, 2))),
+        c(static_cast<size_t>(s.m * s.n)) {}
+
+  void run() {
+    const int64_t lda = ta == Transpose::no ? shape.k : shape.m, ldb = tb == Transpose::no ? shape.n : shape.k;
+    dtr::kernels::cpu::gemm<T>(ta, tb, shape.m, shape.n, shape.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                               c.data(), shape.n);
+  }
+
+  static std::vector<T> widened(const std::vector<float>& v) { return std::vector<T>(v.begin(), v.end()); }
+
+  Shape shape;
+  Transpose ta, tb;
+  std::vector<T> a, b, c;
+};
+
+double gflops_of(const Shape& s, double seconds) {
+  return 2.0 * static_cast<double>(s.m * s.n) * static_cast<double>(s.k) / seconds * 1e-9;
+}
+
 void print_shapes(double peak) {
-  using dtr::kernels::cpu::Transpose;
   fmt::print("\nkernels::cpu::gemm, {} threads\n", dtr::kernels::num_threads());
   fmt::print("{:>26} | {:>20} | {:>2} | {:>12} | {:>7}\n", "shape", "m x n x k", "op", "GFLOP/s", "of peak");
   fmt::print("{:->26}-+-{:->20}-+-{:->2}-+-{:->12}-+-{:->7}\n", "", "", "", "", "");
   for (const Shape& s : kShapes) {
-    const Transpose ta = s.op[0] == 'T' ? Transpose::yes : Transpose::no;
-    const Transpose tb = s.op[1] == 'T' ? Transpose::yes : Transpose::no;
-    const std::vector<float> a = random_values(s.m * s.k, 1), b = random_values(s.k * s.n, 2);
-    std::vector<float> c(static_cast<size_t>(s.m * s.n));
-    const int64_t lda = ta == Transpose::no ? s.k : s.m, ldb = tb == Transpose::no ? s.n : s.k;
-    const double best = best_times({[&] {
-      dtr::kernels::cpu::gemm<float>(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
-                                     c.data(), s.n);
-    }})[0];
-    const double gflops = 2.0 * static_cast<double>(s.m * s.n) * static_cast<double>(s.k) / best * 1e-9;
+    ShapeProduct<float> product(s);
+    const double gflops = gflops_of(s, best_times({[&] { product.run(); }})[0]);
     fmt::print("{:>26} | {:>20} | {:>2} | {:>7.1f} GF/s | {:>6.1f}%\n", s.name,
                fmt::format("{} x {} x {}", s.m, s.n, s.k), s.op, gflops, 100.0 * gflops / peak);
   }
@@ -115,8 +137,6 @@ void print_shapes(double peak) {
 // rows, next to the peak of AVX-512 BF16's dot product, the instruction a bf16 GEMM
 // of its own would run on.
 void print_bf16(double fma_peak) {
-  using dtr::kernels::cpu::Transpose;
-  using dtr::bf16;
   const int threads = dtr::kernels::num_threads();
   const double dot_peak = dtr::bench::measured_bf16_dot_peak_gflops(threads);
   fmt::print("\nbf16 through kernels::cpu::gemm<bf16>, {} threads; f32 FMA peak {:.1f} GFLOP/s, ", threads,
@@ -130,26 +150,11 @@ void print_bf16(double fma_peak) {
              "bf16/f32");
   fmt::print("{:->26}-+-{:->20}-+-{:->2}-+-{:->12}-+-{:->12}-+-{:->9}\n", "", "", "", "", "", "");
   for (const Shape& s : {kShapes[0], kShapes[1], kShapes[7], kShapes[9]}) {
-    const Transpose ta = s.op[0] == 'T' ? Transpose::yes : Transpose::no;
-    const Transpose tb = s.op[1] == 'T' ? Transpose::yes : Transpose::no;
-    const std::vector<float> a = random_values(s.m * s.k, 1), b = random_values(s.k * s.n, 2);
-    const std::vector<bf16> a16(a.begin(), a.end()), b16(b.begin(), b.end());
-    std::vector<float> c(static_cast<size_t>(s.m * s.n));
-    std::vector<bf16> c16(c.size());
-    const int64_t lda = ta == Transpose::no ? s.k : s.m, ldb = tb == Transpose::no ? s.n : s.k;
-    const std::vector<double> best = best_times({
-        [&] {
-          dtr::kernels::cpu::gemm<bf16>(ta, tb, s.m, s.n, s.k, 1.0f, a16.data(), lda, b16.data(), ldb, 0.0f,
-                                        c16.data(), s.n);
-        },
-        [&] {
-          dtr::kernels::cpu::gemm<float>(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
-                                         c.data(), s.n);
-        },
-    });
-    const double flops = 2.0 * static_cast<double>(s.m * s.n) * static_cast<double>(s.k);
+    ShapeProduct<dtr::bf16> half(s);
+    ShapeProduct<float> single(s);
+    const std::vector<double> best = best_times({[&] { half.run(); }, [&] { single.run(); }});
     fmt::print("{:>26} | {:>20} | {:>2} | {:>7.1f} GF/s | {:>7.1f} GF/s | {:>8.2f}x\n", s.name,
-               fmt::format("{} x {} x {}", s.m, s.n, s.k), s.op, flops / best[0] * 1e-9, flops / best[1] * 1e-9,
+               fmt::format("{} x {} x {}", s.m, s.n, s.k), s.op, gflops_of(s, best[0]), gflops_of(s, best[1]),
                best[1] / best[0]);
   }
 }

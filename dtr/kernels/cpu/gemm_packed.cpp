@@ -118,7 +118,7 @@ void multiply_rows(int64_t rows, int64_t kc, const float* a_panel, const float* 
   constexpr int kStep = detail::kEdgeRowStep;
   switch (rows / kStep) {
     case 1: return detail::multiply_tile<kStep>(kc, a_panel, b_panel, c, ldc, store);
-    case 2: return detail::multiply_tile<std::min(2 * kStep, kTileRows)>(kc, a_panel, b_panel, c, ldc, store);
+    case 2: return detail::multiply_tile<2 * kStep>(kc, a_panel, b_panel, c, ldc, store);
     default: return detail::multiply_tile<kTileRows>(kc, a_panel, b_panel, c, ldc, store);
   }
 }

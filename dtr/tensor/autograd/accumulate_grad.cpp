@@ -19,15 +19,18 @@ std::shared_ptr<Node> AccumulateGrad::for_leaf(const Tensor& leaf) {
   return node;
 }
 
+bool held_alone(const Tensor& grad) {
+  return grad.defined() && grad.use_count() == 1 && grad.storage().use_count() == 1 && !grad.requires_grad() &&
+         !grad.device().is_meta() && grad.is_contiguous() && grad.storage_offset() == 0 &&
+         grad.storage().nbytes() == grad.nbytes();
+}
+
 namespace {
 
-// Whether `grad` can become the leaf's .grad as it is, with no copy: this node holds
-// the only handle to it and to its storage (no view of it lives anywhere else), and
-// it has the leaf's dtype, device and a contiguous layout covering the whole storage.
+// Whether `grad` can become the leaf's .grad as it is, with no copy: held by this
+// node alone, with the leaf's dtype and device.
 bool can_take_over(const Tensor& grad, const Tensor& leaf) {
-  return grad.use_count() == 1 && grad.storage().use_count() == 1 && grad.dtype() == leaf.dtype() &&
-         grad.device() == leaf.device() && !grad.device().is_meta() && grad.is_contiguous() &&
-         grad.storage_offset() == 0 && grad.storage().nbytes() == grad.nbytes() && !grad.requires_grad();
+  return held_alone(grad) && grad.dtype() == leaf.dtype() && grad.device() == leaf.device();
 }
 
 }  // namespace

@@ -23,4 +23,11 @@ class AccumulateGrad final : public Node {
   Tensor leaf_;
 };
 
+// Whether `grad` is held by its caller alone (no other handle to it or to its
+// storage, so no view of it lives anywhere) and is a dense tensor outside any
+// graph: contiguous, covering its whole storage, not on meta, not requiring grad.
+// Such a gradient may be kept, or added to, in place: by AccumulateGrad above, and
+// by the engine for Node::accumulate_into.
+bool held_alone(const Tensor& grad);
+
 }  // namespace dtr::autograd

@@ -1,5 +1,6 @@
 #include "dtr/tensor/autograd/engine.h"
 
+#include "dtr/tensor/autograd/accumulate_grad.h"
 #include "dtr/tensor/autograd/autograd_meta.h"
 #include "dtr/tensor/autograd/function.h"
 #include "dtr/tensor/autograd/grad_mode.h"
@@ -48,14 +49,6 @@ void accumulate(std::vector<Tensor>& buffer, uint32_t slot, const Tensor& grad) 
   } else {
     buffer[slot] = buffer[slot] + grad;
   }
-}
-
-// Whether the engine's summed gradient `g` can be added to in place: nothing else
-// holds it or its storage, and it is a dense tensor outside any graph.
-bool held_alone(const Tensor& g) {
-  return g.defined() && g.use_count() == 1 && g.storage().use_count() == 1 && !g.requires_grad() &&
-         !g.device().is_meta() && g.is_contiguous() && g.storage_offset() == 0 &&
-         g.storage().nbytes() == g.nbytes();
 }
 
 // For a node with one input and no post hooks (which would need the gradient it
