@@ -303,10 +303,10 @@ TEMPLATE_TEST_CASE("multi-threaded gemm is correct and bitwise equal to one thre
     int64_t m, n, k;
   };
   // Large enough to be split: square; odd rows (cut along rows); few rows (cut along columns);
-  // rows and columns balanced alike, more columns (cut along columns); one row and one column
-  // (Eigen's matrix-vector paths).
-  const Shape shapes[] = {{256, 256, 256}, {301, 257, 129}, {8, 611, 515},
-                          {128, 384, 96},  {1, 4099, 300},  {2050, 1, 600}};
+  // rows and columns balanced alike, more columns (cut along columns); few rows and parts
+  // wider than a block of columns (op(A) packed once and shared); one row and one column.
+  const Shape shapes[] = {{256, 256, 256}, {301, 257, 129}, {8, 611, 515}, {128, 384, 96},
+                          {40, 2500, 300}, {1, 4099, 300},  {2050, 1, 600}};
   std::mt19937 rng(42);
   for (const Shape& s : shapes) {
     for (Transpose ta : kBoth) {

@@ -60,9 +60,8 @@ struct Problem {
   T* c;
   int64_t ldc;
   GemmEpilogue<T> epilogue;  // pre, when set, has C's leading dim
-  // float only: op(A) / op(B) packed whole (gemm_packed.h), shared by the threads.
+  // float only: op(A) packed whole (gemm_packed.h), shared by the threads.
   const float* a_packed = nullptr;
-  const float* b_packed = nullptr;
 
   int64_t macs() const { return m * n * std::max<int64_t>(k, 1); }
 
@@ -140,7 +139,7 @@ void run_product(const Problem<T>& p) {
   }
   if constexpr (std::is_same_v<T, float>) {
     packed_gemm<float>(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, p.c,
-                       p.ldc, p.a_packed, p.b_packed);
+                       p.ldc, p.a_packed);
     return;
   }
   with_op(p.trans_a, p.a, p.m, p.k, p.lda, [&](const auto& a) {
@@ -216,39 +215,42 @@ void run_serial(const Problem<T>& p) {
   }
 }
 
-// The longest chunk, as a fraction of `size`, when `size` is cut at multiples of
-// `quantum` into at most `threads` chunks the way parallel_for cuts it.
-double worst_share(int64_t size, int64_t quantum, int threads) {
+// The longest chunk when `size` is cut at multiples of `quantum` into at most
+// `threads` chunks the way parallel_for cuts it.
+int64_t longest_chunk(int64_t size, int64_t quantum, int threads) {
   const int64_t units = (size + quantum - 1) / quantum;
   const int64_t chunks = std::min<int64_t>(threads, units);
   const int64_t per_chunk = (units + chunks - 1) / chunks;
-  return static_cast<double>(std::min(size, per_chunk * quantum)) / static_cast<double>(size);
+  return std::min(size, per_chunk * quantum);
 }
 
-// The largest operand (in floats, 32 MiB) that the threads of one f32 GEMM pack
+// That chunk as a fraction of `size`.
+double worst_share(int64_t size, int64_t quantum, int threads) {
+  return static_cast<double>(longest_chunk(size, quantum, threads)) / static_cast<double>(size);
+}
+
+// The largest op(A) (in floats, 32 MiB) that the threads of one f32 GEMM pack
 // together, once, rather than each for itself.
 constexpr int64_t kMaxSharedPackFloats = int64_t{8} << 20;
 
-// For float, the operand every thread would otherwise pack whole for itself (op(B)
-// when C is cut by rows, op(A) when by columns) packed once, its panels shared out
-// among the threads.
+// For float cut by columns into parts of `part_cols`: op(A), which every thread reads
+// whole, packed once by all threads together and shared, when a part is so wide that
+// packed_gemm would pack op(A) again for each of its blocks of columns. Otherwise each
+// thread packs for itself what it reads (so op(B) when C is cut by rows, which
+// packed_gemm packs once anyway): on the Intel machine of bench/notes/cpu_levels.md,
+// reading panels that another core packed cost more than packing them again.
 template <class T>
-Problem<T> with_shared_operand(Problem<T> p, bool by_rows) {
+Problem<T> with_shared_a(Problem<T> p, int64_t part_cols) {
   if constexpr (std::is_same_v<T, float>) {
-    if (p.alpha == 0.0f || p.k == 0) return p;
-    if (by_rows && packed_b_floats(p.k, p.n) <= kMaxSharedPackFloats) {
-      float* packed = whole_pack_buffer(packed_b_floats(p.k, p.n));
-      parallel_for(0, packed_b_panels(p.n), 1, [&](int64_t lo, int64_t hi) {
-        pack_whole_b(p.trans_b, p.b, p.ldb, p.k, p.n, lo, hi, packed);
-      });
-      p.b_packed = packed;
-    } else if (!by_rows && packed_a_floats(p.m, p.k) <= kMaxSharedPackFloats) {
-      float* packed = whole_pack_buffer(packed_a_floats(p.m, p.k));
-      parallel_for(0, packed_a_panels(p.m), 1, [&](int64_t lo, int64_t hi) {
-        pack_whole_a(p.trans_a, p.a, p.lda, p.m, p.k, lo, hi, packed);
-      });
-      p.a_packed = packed;
+    if (p.alpha == 0.0f || p.k == 0 || packs_a_once(part_cols) ||
+        packed_a_floats(p.m, p.k) > kMaxSharedPackFloats) {
+      return p;
     }
+    float* packed = whole_pack_buffer(packed_a_floats(p.m, p.k));
+    parallel_for(0, packed_a_panels(p.m), 1, [&](int64_t lo, int64_t hi) {
+      pack_whole_a(p.trans_a, p.a, p.lda, p.m, p.k, lo, hi, packed);
+    });
+    p.a_packed = packed;
   }
   return p;
 }
@@ -256,10 +258,10 @@ Problem<T> with_shared_operand(Problem<T> p, bool by_rows) {
 // One GEMM over all threads: cut along rows or columns of C, whichever balances
 // better. Each thread reads all of the operand that is not cut (all of op(B) when
 // cutting rows, all of op(A) when cutting columns) and packs it for itself, unless
-// it is packed once for all (float, up to kMaxSharedPackFloats). So when both
-// balance alike (within kBalanceSlack of the work) the cut goes across the larger
-// operand: with n > m (a linear layer's forward on a few hundred tokens) cutting
-// rows would have every thread read, and maybe pack, the whole weight.
+// op(A) is packed once for all (with_shared_a). So when both balance alike (within
+// kBalanceSlack of the work) the cut goes across the larger operand: with n > m (a
+// linear layer's forward on a few hundred tokens) cutting rows would have every
+// thread read and pack the whole weight.
 template <class T>
 void run_split(const Problem<T>& p) {
   const int threads = num_threads();
@@ -274,12 +276,12 @@ void run_split(const Problem<T>& p) {
   constexpr double kBalanceSlack = 0.02;
   const bool alike = std::abs(row_share - col_share) <= kBalanceSlack;
   const bool by_rows = row_units >= 2 && (col_units < 2 || (alike ? p.m >= p.n : row_share < col_share));
-  const Problem<T> shared = with_shared_operand(p, by_rows);
   if (by_rows) {
     parallel_for(0, row_units, 1, [&](int64_t lo, int64_t hi) {
-      run_serial(shared.rows(lo * kRowQuantum<T>, std::min(p.m, hi * kRowQuantum<T>)));
+      run_serial(p.rows(lo * kRowQuantum<T>, std::min(p.m, hi * kRowQuantum<T>)));
     });
   } else {
+    const Problem<T> shared = with_shared_a(p, longest_chunk(p.n, kColQuantum<T>, threads));
     parallel_for(0, col_units, 1, [&](int64_t lo, int64_t hi) {
       run_serial(shared.cols(lo * kColQuantum<T>, std::min(p.n, hi * kColQuantum<T>)));
     });

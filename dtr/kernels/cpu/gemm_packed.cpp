@@ -155,19 +155,16 @@ void multiply_blocks(int64_t rows, int64_t cols, int64_t kc, const float* a_bloc
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// A whole packed operand of `padded` rows (columns; rounded up to whole panels) is,
-// for each block of k (p0 = 0, kBlockK, ...), all its micro-panels for that block
-// side by side, as pack_a / pack_b lay out the panels of one cache block. The
-// offset of block p0's panels from row (column) `first` on:
+// op(A) packed whole, of `padded` rows (rounded up to whole panels), is, for each
+// block of k (p0 = 0, kBlockK, ...), all its micro-panels for that block side by
+// side, as pack_a lays out the panels of one cache block. The offset of block p0's
+// panels from row `first` on:
 int64_t whole_offset(int64_t padded, int64_t p0, int64_t kc, int64_t first) { return p0 * padded + first * kc; }
 
 }  // namespace
 
 int64_t packed_a_panels(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
 int64_t packed_a_floats(int64_t m, int64_t k) { return round_up(m, kTileRows) * k; }
-int64_t packed_b_panels(int64_t n) { return (n + kTileCols - 1) / kTileCols; }
-int64_t packed_b_floats(int64_t k, int64_t n) { return round_up(n, kTileCols) * k; }
-
 void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int64_t k,
                   int64_t panel_begin, int64_t panel_end, float* dst) {
   const int64_t i0 = panel_begin * kTileRows, rows = std::min(m, panel_end * kTileRows) - i0;
@@ -177,14 +174,7 @@ void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int
   }
 }
 
-void pack_whole_b(Transpose trans_b, const float* b, int64_t ldb, int64_t k, int64_t n,
-                  int64_t panel_begin, int64_t panel_end, float* dst) {
-  const int64_t j0 = panel_begin * kTileCols, cols = std::min(n, panel_end * kTileCols) - j0;
-  for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
-    const int64_t kc = std::min(kBlockK, k - p0);
-    pack_b(trans_b, b, ldb, p0, kc, j0, cols, dst + whole_offset(round_up(n, kTileCols), p0, kc, j0));
-  }
-}
+bool packs_a_once(int64_t n) { return n <= kBlockCols; }
 
 float* whole_pack_buffer(int64_t count) {
   thread_local PackBuffer buffer;
@@ -194,22 +184,16 @@ float* whole_pack_buffer(int64_t count) {
 template <class S>
 void packed_gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const S* a, int64_t lda, const S* b, int64_t ldb, float beta, float* c, int64_t ldc,
-                 const float* a_packed, const float* b_packed) {
+                 const float* a_packed) {
   thread_local PackBuffer a_buffer, b_buffer;
   float* a_block_buffer =
       a_packed ? nullptr : a_buffer.get(round_up(std::min(m, kBlockRows), kTileRows) * std::min(k, kBlockK));
-  float* b_block_buffer =
-      b_packed ? nullptr : b_buffer.get(round_up(std::min(n, kBlockCols), kTileCols) * std::min(k, kBlockK));
+  float* b_block = b_buffer.get(round_up(std::min(n, kBlockCols), kTileCols) * std::min(k, kBlockK));
   for (int64_t j0 = 0; j0 < n; j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
       const int64_t kc = std::min(kBlockK, k - p0);
-      const float* b_block = b_block_buffer;
-      if (b_packed) {
-        b_block = b_packed + whole_offset(round_up(n, kTileCols), p0, kc, j0);
-      } else {
-        pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_block_buffer);
-      }
+      pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_block);
       // The first block of k applies beta; later ones add to what it left.
       const TileStore store{.alpha = alpha, .beta = p0 == 0 ? beta : 1.0f};
       for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
@@ -228,7 +212,7 @@ void packed_gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int
 
 #define DTR_INSTANTIATE_PACKED_GEMM(S)                                                                  \
   template void packed_gemm<S>(Transpose, Transpose, int64_t, int64_t, int64_t, float, const S*, int64_t, \
-                               const S*, int64_t, float, float*, int64_t, const float*, const float*);
+                               const S*, int64_t, float, float*, int64_t, const float*);
 DTR_INSTANTIATE_PACKED_GEMM(float)
 DTR_INSTANTIATE_PACKED_GEMM(bf16)
 DTR_INSTANTIATE_PACKED_GEMM(f16)

@@ -17,33 +17,32 @@
 
 namespace dtr::kernels::cpu::DTR_CPU_LEVEL {
 
-// An operand packed whole, for threads that share it (each computing other rows or
-// columns of C) instead of each packing its own copy. pack_whole_a() packs micro-panels
-// [panel_begin, panel_end) of op(A)'s rows (kTileRows each), for every block of k, into
-// `dst` of packed_a_floats(m, k) floats, in the layout packed_gemm reads; so that
-// several threads can fill one buffer, each its own panels. Likewise for op(B)'s
-// columns (kTileCols each).
+// op(A) packed whole, for threads that share it (each computing other columns of C)
+// instead of each packing its own copy. pack_whole_a() packs micro-panels
+// [panel_begin, panel_end) of op(A)'s rows (kTileRows each), for every block of k,
+// into `dst` of packed_a_floats(m, k) floats, in the layout packed_gemm reads; so that
+// several threads can fill one buffer, each its own panels.
 int64_t packed_a_floats(int64_t m, int64_t k);
 int64_t packed_a_panels(int64_t m);
 void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int64_t k,
                   int64_t panel_begin, int64_t panel_end, float* dst);
-int64_t packed_b_floats(int64_t k, int64_t n);
-int64_t packed_b_panels(int64_t n);
-void pack_whole_b(Transpose trans_b, const float* b, int64_t ldb, int64_t k, int64_t n,
-                  int64_t panel_begin, int64_t panel_end, float* dst);
+
+// Whether packed_gemm over `n` columns of C packs op(A) once: C that spans several
+// blocks of columns packs it again for each.
+bool packs_a_once(int64_t n);
 
 // C[m, n] = alpha * op(A)[m, k] . op(B)[k, n] + beta * C, row-major with the row
 // strides of gemm.h; beta == 0 writes C without reading it. Needs k > 0.
-// a_packed / b_packed, when given, hold op(A) / op(B) packed whole (above), and `a`
-// / `b` are then not read. A and B are float, bf16 or f16 (S), widened to float as
-// they are packed; C and the sums are float.
+// a_packed, when given, holds op(A) packed whole (above), and `a` is then not read.
+// A and B are float, bf16 or f16 (S), widened to float as they are packed; C and the
+// sums are float.
 template <class S>
 void packed_gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const S* a, int64_t lda, const S* b, int64_t ldb, float beta, float* c, int64_t ldc,
-                 const float* a_packed = nullptr, const float* b_packed = nullptr);
+                 const float* a_packed = nullptr);
 
 // A buffer of `count` floats aligned to a cache line, owned by the calling thread
-// and reused by its next call (for the operands packed whole).
+// and reused by its next call (for op(A) packed whole).
 float* whole_pack_buffer(int64_t count);
 
 }  // namespace dtr::kernels::cpu::DTR_CPU_LEVEL
