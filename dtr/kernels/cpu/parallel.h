@@ -1,7 +1,9 @@
 // A small parallel-for over a persistent Eigen thread pool, used by the CPU
 // kernels when the work is large enough to pay for a hand-off (never for tiny
-// tensors). The pool does not spin, so ranks oversubscribed on few cores under
-// mpirun do not burn each other's time. The thread count defaults to the
+// tensors). An idle worker, and the caller waiting for the workers' chunks, poll
+// for tens of microseconds before they sleep, so that back-to-back ops skip a
+// wake-up through the scheduler, while ranks oversubscribed on few cores under
+// mpirun burn little of each other's time. The thread count defaults to the
 // hardware concurrency, or DTR_NUM_THREADS when set; set_num_threads() changes it.
 // A parallel_for called from inside a worker runs inline (no nested parallelism).
 #pragma once
