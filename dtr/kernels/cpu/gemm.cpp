@@ -237,8 +237,9 @@ constexpr int64_t kMaxSharedPackFloats = int64_t{8} << 20;
 // whole, packed once by all threads together and shared, when a part is so wide that
 // packed_gemm would pack op(A) again for each of its blocks of columns. Otherwise each
 // thread packs for itself what it reads (so op(B) when C is cut by rows, which
-// packed_gemm packs once anyway): on the Intel machine of bench/notes/cpu_levels.md,
-// reading panels that another core packed cost more than packing them again.
+// packed_gemm packs once anyway): a shared operand larger than a core's L2 is read
+// back from L3 whole by every thread on top of the part each packed, which measured
+// slower than each packing its own (bench/notes/cpu_levels.md).
 template <class T>
 Problem<T> with_shared_a(Problem<T> p, int64_t part_cols) {
   if constexpr (std::is_same_v<T, float>) {

@@ -165,6 +165,7 @@ int64_t whole_offset(int64_t padded, int64_t p0, int64_t kc, int64_t first) { re
 
 int64_t packed_a_panels(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
 int64_t packed_a_floats(int64_t m, int64_t k) { return round_up(m, kTileRows) * k; }
+
 void pack_whole_a(Transpose trans_a, const float* a, int64_t lda, int64_t m, int64_t k,
                   int64_t panel_begin, int64_t panel_end, float* dst) {
   const int64_t i0 = panel_begin * kTileRows, rows = std::min(m, panel_end * kTileRows) - i0;
