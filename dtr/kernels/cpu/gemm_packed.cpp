@@ -18,11 +18,20 @@ using detail::kTileRows;
 using detail::TileStore;
 
 // Cache blocking: op(A) in blocks of kBlockRows x kBlockK, op(B) in blocks of kBlockK x
-// kBlockCols (1 MiB at avx512, in L2). An A micro-panel (kBlockK x kTileRows, 12 KiB
-// at avx512) stays in L1 while the B block's micro-panels stream past it from L2.
+// kBlockCols. An A micro-panel (kBlockK x kTileRows, 12 KiB at avx512) stays in L1
+// while the B block's micro-panels stream past it.
+// - op(A) packed here is packed again for each block of columns, so blocks are 1024
+//   columns (1 MiB) at every level: in L2 on Intel's 2 MiB, streamed from L3 ahead of
+//   the micro-kernel's prefetch on AMD's 512 KiB, which measured faster there than
+//   packing op(A) twice as often in blocks that fit L2.
+// - op(A) packed whole beforehand (a_packed) is read from L3 as well, and then blocks
+//   that fit L2 measured faster: kBlockColsPackedA, 1 MiB at avx512, 512 KiB at avx2,
+//   256 KiB at the baseline.
 constexpr int64_t kBlockK = 256;
 constexpr int64_t kBlockRows = kTileRows * 16;
-constexpr int64_t kBlockCols = kTileCols * 32;
+constexpr int64_t kBlockCols = 1024;
+constexpr int64_t kBlockColsPackedA = kTileCols * 32;
+static_assert(kBlockCols % kTileCols == 0 && kBlockColsPackedA <= kBlockCols);
 
 // A float buffer aligned to a cache line that grows on demand, one per thread and use.
 class PackBuffer {
@@ -189,9 +198,10 @@ void packed_gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int
   thread_local PackBuffer a_buffer, b_buffer;
   float* a_block_buffer =
       a_packed ? nullptr : a_buffer.get(round_up(std::min(m, kBlockRows), kTileRows) * std::min(k, kBlockK));
-  float* b_block = b_buffer.get(round_up(std::min(n, kBlockCols), kTileCols) * std::min(k, kBlockK));
-  for (int64_t j0 = 0; j0 < n; j0 += kBlockCols) {
-    const int64_t cols = std::min(kBlockCols, n - j0);
+  const int64_t block_cols = a_packed ? kBlockColsPackedA : kBlockCols;
+  float* b_block = b_buffer.get(round_up(std::min(n, block_cols), kTileCols) * std::min(k, kBlockK));
+  for (int64_t j0 = 0; j0 < n; j0 += block_cols) {
+    const int64_t cols = std::min(block_cols, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
       const int64_t kc = std::min(kBlockK, k - p0);
       pack_b(trans_b, b, ldb, p0, kc, j0, cols, b_block);
