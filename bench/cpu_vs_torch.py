@@ -39,6 +39,12 @@ def shape_rates(pattern, text):
     return {f"{m[0]} {m[1]}x{m[2]}x{m[3]} {m[4]}": float(m[5]) for m in pattern.findall(text)}
 
 
+def f32_shapes_table(gemm_text):
+    """dtr_gemm_bench's f32 shapes table: the bf16 table after it repeats some of
+    its rows, with the bf16 rate first."""
+    return gemm_text.split("\nbf16 through")[0]
+
+
 def run(cmd, env=None):
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if out.returncode != 0:
@@ -94,7 +100,7 @@ def main():
         rows["f32 GEMM 1024^3, all threads"][1].append(gemm["GEMM 1024^3, all threads (GFLOP/s)"])
         rows["f32 GEMM 1024^3, all threads"][2].append(yardstick(args, "gemm"))
         torch_shapes = shape_rates(TORCH_SHAPE, yardstick_text(args, "gemm-shapes"))
-        for name, rate in shape_rates(SHAPE_ROW, gemm_text).items():
+        for name, rate in shape_rates(SHAPE_ROW, f32_shapes_table(gemm_text)).items():
             shapes.setdefault(name, ([], []))[0].append(rate)
             shapes[name][1].append(torch_shapes[name])
         step_text = run([f"{args.build}/bench/dtr_train_step_bench", "2"])
