@@ -105,7 +105,11 @@ function(dtr_add_cpu_levels prefix)
     dtr_layer_target(${target} kernels)
     target_compile_definitions(${target} PRIVATE DTR_CPU_LEVEL=${level})
     # No contraction into FMAs, so that elementwise results are the same at every level.
-    target_compile_options(${target} PRIVATE ${DTR_CPU_LEVEL_FLAGS_${level}} -ffp-contract=off)
+    # No trapping floating-point operations: dtr reads no floating-point exception
+    # flags, and without AVX-512's masked operations GCC otherwise keeps a select
+    # whose operand it computes in one arm only (exp_arith's) as a branch, which
+    # leaves the loop scalar at avx2 and the baseline. Values do not change.
+    target_compile_options(${target} PRIVATE ${DTR_CPU_LEVEL_FLAGS_${level}} -ffp-contract=off -fno-trapping-math)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # Static locals of inline functions as ordinary weak symbols, which objcopy can
       # make local (it keeps GCC's STB_GNU_UNIQUE ones global).

@@ -3,8 +3,9 @@
 // A call to the C library's expf stops the compiler from vectorizing the loop it
 // is in, and tanh-GELU (forward and backward) spends most of its time there. This
 // exp is plain arithmetic, so those loops vectorize at every instruction-set
-// level, and since the host never contracts into FMAs (ISO mode, and the kernels'
-// -ffp-contract=off) every level computes bitwise the same values.
+// level (its selects need the kernels' -fno-trapping-math below AVX-512), and since
+// the host never contracts into FMAs (ISO mode, and the kernels' -ffp-contract=off)
+// every level computes bitwise the same values.
 //
 // The method is Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts,
 // the first exact in a product with n), e^r = 1 + r + r^2 p(r) with p of degree 5,
